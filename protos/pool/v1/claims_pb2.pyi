@@ -1,0 +1,125 @@
+from protos.pool.v1 import types_pb2 as _types_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class SubmitRequest(_message.Message):
+    __slots__ = ("claim_id", "tenant", "gang_id", "gang_size", "resources", "placement", "estimate_uj", "work_class", "priority")
+    CLAIM_ID_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    GANG_ID_FIELD_NUMBER: _ClassVar[int]
+    GANG_SIZE_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    PLACEMENT_FIELD_NUMBER: _ClassVar[int]
+    ESTIMATE_UJ_FIELD_NUMBER: _ClassVar[int]
+    WORK_CLASS_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    claim_id: str
+    tenant: str
+    gang_id: str
+    gang_size: int
+    resources: _types_pb2.Resources
+    placement: _types_pb2.Placement
+    estimate_uj: int
+    work_class: str
+    priority: int
+    def __init__(self, claim_id: _Optional[str] = ..., tenant: _Optional[str] = ..., gang_id: _Optional[str] = ..., gang_size: _Optional[int] = ..., resources: _Optional[_Union[_types_pb2.Resources, _Mapping]] = ..., placement: _Optional[_Union[_types_pb2.Placement, str]] = ..., estimate_uj: _Optional[int] = ..., work_class: _Optional[str] = ..., priority: _Optional[int] = ...) -> None: ...
+
+class ProgressRequest(_message.Message):
+    __slots__ = ("claim_id", "completed_units")
+    CLAIM_ID_FIELD_NUMBER: _ClassVar[int]
+    COMPLETED_UNITS_FIELD_NUMBER: _ClassVar[int]
+    claim_id: str
+    completed_units: int
+    def __init__(self, claim_id: _Optional[str] = ..., completed_units: _Optional[int] = ...) -> None: ...
+
+class ReleaseRequest(_message.Message):
+    __slots__ = ("claim_id",)
+    CLAIM_ID_FIELD_NUMBER: _ClassVar[int]
+    claim_id: str
+    def __init__(self, claim_id: _Optional[str] = ...) -> None: ...
+
+class GetClaimRequest(_message.Message):
+    __slots__ = ("claim_id",)
+    CLAIM_ID_FIELD_NUMBER: _ClassVar[int]
+    claim_id: str
+    def __init__(self, claim_id: _Optional[str] = ...) -> None: ...
+
+class ListClaimsRequest(_message.Message):
+    __slots__ = ("tenant", "states")
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    STATES_FIELD_NUMBER: _ClassVar[int]
+    tenant: str
+    states: _containers.RepeatedScalarFieldContainer[_types_pb2.ClaimState]
+    def __init__(self, tenant: _Optional[str] = ..., states: _Optional[_Iterable[_Union[_types_pb2.ClaimState, str]]] = ...) -> None: ...
+
+class ListClaimsResponse(_message.Message):
+    __slots__ = ("claims",)
+    CLAIMS_FIELD_NUMBER: _ClassVar[int]
+    claims: _containers.RepeatedCompositeFieldContainer[ClaimStatus]
+    def __init__(self, claims: _Optional[_Iterable[_Union[ClaimStatus, _Mapping]]] = ...) -> None: ...
+
+class WatchRequest(_message.Message):
+    __slots__ = ("claim_id", "tenant")
+    CLAIM_ID_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    claim_id: str
+    tenant: str
+    def __init__(self, claim_id: _Optional[str] = ..., tenant: _Optional[str] = ...) -> None: ...
+
+class ClaimStatus(_message.Message):
+    __slots__ = ("claim_id", "tenant", "state", "reason", "hold_uj", "hold_grade", "measured_uj", "measured_grade", "completed_units", "overrun", "worker", "devices_mdev", "ledger_seq", "gang_id", "priority", "borrowed", "request")
+    class DevicesMdevEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    CLAIM_ID_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    HOLD_UJ_FIELD_NUMBER: _ClassVar[int]
+    HOLD_GRADE_FIELD_NUMBER: _ClassVar[int]
+    MEASURED_UJ_FIELD_NUMBER: _ClassVar[int]
+    MEASURED_GRADE_FIELD_NUMBER: _ClassVar[int]
+    COMPLETED_UNITS_FIELD_NUMBER: _ClassVar[int]
+    OVERRUN_FIELD_NUMBER: _ClassVar[int]
+    WORKER_FIELD_NUMBER: _ClassVar[int]
+    DEVICES_MDEV_FIELD_NUMBER: _ClassVar[int]
+    LEDGER_SEQ_FIELD_NUMBER: _ClassVar[int]
+    GANG_ID_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    BORROWED_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    claim_id: str
+    tenant: str
+    state: _types_pb2.ClaimState
+    reason: _types_pb2.Reason
+    hold_uj: int
+    hold_grade: _types_pb2.Grade
+    measured_uj: int
+    measured_grade: _types_pb2.Grade
+    completed_units: int
+    overrun: bool
+    worker: str
+    devices_mdev: _containers.ScalarMap[str, int]
+    ledger_seq: int
+    gang_id: str
+    priority: int
+    borrowed: bool
+    request: SubmitRequest
+    def __init__(self, claim_id: _Optional[str] = ..., tenant: _Optional[str] = ..., state: _Optional[_Union[_types_pb2.ClaimState, str]] = ..., reason: _Optional[_Union[_types_pb2.Reason, str]] = ..., hold_uj: _Optional[int] = ..., hold_grade: _Optional[_Union[_types_pb2.Grade, str]] = ..., measured_uj: _Optional[int] = ..., measured_grade: _Optional[_Union[_types_pb2.Grade, str]] = ..., completed_units: _Optional[int] = ..., overrun: _Optional[bool] = ..., worker: _Optional[str] = ..., devices_mdev: _Optional[_Mapping[str, int]] = ..., ledger_seq: _Optional[int] = ..., gang_id: _Optional[str] = ..., priority: _Optional[int] = ..., borrowed: _Optional[bool] = ..., request: _Optional[_Union[SubmitRequest, _Mapping]] = ...) -> None: ...
+
+class ClaimEvent(_message.Message):
+    __slots__ = ("status", "time_ns")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    TIME_NS_FIELD_NUMBER: _ClassVar[int]
+    status: ClaimStatus
+    time_ns: int
+    def __init__(self, status: _Optional[_Union[ClaimStatus, _Mapping]] = ..., time_ns: _Optional[int] = ...) -> None: ...

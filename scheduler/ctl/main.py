@@ -1,0 +1,37 @@
+"""poolctl: the operators' and tenants' command line. One module per verb group;
+each registers its sub-commands and sets `run(args) -> exit code`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from scheduler.ctl import split
+from scheduler.ctl.output import EXIT_USAGE, CtlError, fail
+
+VERB_GROUPS = (split,)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line and exit 2, like every other failure
+        fail(CtlError("USAGE", message, EXIT_USAGE))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="poolctl", description=__doc__)
+    verbs = parser.add_subparsers(dest="verb", required=True, parser_class=_Parser)
+    for group in VERB_GROUPS:
+        group.register(verbs)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        raise SystemExit(args.run(args))
+    except CtlError as error:
+        fail(error)
+
+
+if __name__ == "__main__":
+    main()
