@@ -1,0 +1,88 @@
+"""poolctl's side of the wire: the channel to the scheduler, its errors, and
+protobuf messages turned into plain JSON documents.
+
+proto3's own JSON mapping prints 64-bit integers as strings and enums by their
+wire names; operators read µJ as numbers and grades as `HwShunt`, so this does
+its own walk of the descriptor instead.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import grpc
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import Message
+
+from protos.energy import Grade
+from scheduler.ctl.output import EXIT_FAILED, CtlError
+
+DEFAULT_SCHEDULER = "127.0.0.1:7070"
+TIMEOUT_S = 30.0
+
+
+def add_scheduler_flag(parser: Any) -> None:
+    parser.add_argument("--scheduler", default=os.environ.get("POOL_SCHEDULER", DEFAULT_SCHEDULER),
+                        help="scheduler address (default: $POOL_SCHEDULER or %(default)s)")
+
+
+def channel(args: Any) -> grpc.Channel:
+    return grpc.insecure_channel(args.scheduler)
+
+
+def call(method: Any, request: Message) -> Any:
+    """One unary call; a failure becomes `CODE: message` with the server's code."""
+    try:
+        return method(request, timeout=TIMEOUT_S)
+    except grpc.RpcError as error:
+        raise as_ctl_error(error) from None
+
+
+def as_ctl_error(error: grpc.RpcError) -> CtlError:
+    details = error.details() or ""
+    code, sep, message = details.partition(": ")
+    if not sep or not code.isupper():
+        code, message = error.code().name, details or "no details"
+    return CtlError(code, message, EXIT_FAILED)
+
+
+def _enum_name(field: FieldDescriptor, number: int) -> str | None:
+    if field.enum_type.full_name == "pool.v1.Grade":
+        return Grade(number).name if number else None
+    value = field.enum_type.values_by_number.get(number)
+    if value is None or value.name.endswith("_UNSPECIFIED"):
+        return None
+    return value.name
+
+
+def _scalar(field: FieldDescriptor, value: Any) -> Any:
+    if field.type == FieldDescriptor.TYPE_ENUM:
+        return _enum_name(field, value)
+    if field.type == FieldDescriptor.TYPE_MESSAGE:
+        return to_doc(value)
+    if field.type == FieldDescriptor.TYPE_BYTES:
+        return value.hex()
+    return value
+
+
+def _is_map(field: FieldDescriptor) -> bool:
+    return (field.type == FieldDescriptor.TYPE_MESSAGE
+            and field.message_type.GetOptions().map_entry)
+
+
+def to_doc(message: Message) -> dict[str, Any]:
+    """Every field, in declaration order; absent optionals and unset messages are null."""
+    doc: dict[str, Any] = {}
+    for field in message.DESCRIPTOR.fields:
+        value = getattr(message, field.name)
+        if _is_map(field):
+            value_field = field.message_type.fields_by_name["value"]
+            doc[field.name] = {k: _scalar(value_field, v) for k, v in sorted(value.items())}
+        elif field.is_repeated:
+            doc[field.name] = [_scalar(field, v) for v in value]
+        elif field.has_presence and not message.HasField(field.name):
+            doc[field.name] = None
+        else:
+            doc[field.name] = _scalar(field, value)
+    return doc
