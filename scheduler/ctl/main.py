@@ -6,10 +6,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from scheduler.ctl import split
+from scheduler.ctl import claims, ops, split
 from scheduler.ctl.output import EXIT_USAGE, CtlError, fail
 
-VERB_GROUPS = (split,)
+VERB_GROUPS = (split, claims, ops)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -18,7 +18,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="poolctl", description=__doc__)
+    parser = _Parser(prog="poolctl", description="Pool's command line for operators and tenants. "
+                     "Every command takes -o json.")
     verbs = parser.add_subparsers(dest="verb", required=True, parser_class=_Parser)
     for group in VERB_GROUPS:
         group.register(verbs)

@@ -1,0 +1,134 @@
+"""poolctl verbs for tenants' claims: submit, progress, release, claims, watch."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import grpc
+
+from protos.energy import format_uj
+from protos.pool.v1 import claims_pb2, claims_pb2_grpc, types_pb2
+from scheduler.ctl.output import CtlError, add_output_flag, emit, table
+from scheduler.ctl.wire import add_scheduler_flag, as_ctl_error, call, channel, to_doc
+
+
+def register(verbs: argparse._SubParsersAction) -> None:
+    p = verbs.add_parser("submit", help="submit a claim")
+    p.add_argument("claim_id")
+    p.add_argument("--tenant", required=True)
+    p.add_argument("--estimate-uj", type=int, help="your own estimate (graded Estimator)")
+    p.add_argument("--work-class", default="", help="a declared work class (derived, ModelBased)")
+    p.add_argument("--gang", default="", metavar="GANG_ID")
+    p.add_argument("--gang-size", type=int, default=0)
+    p.add_argument("--cpu-millis", type=int, default=0)
+    p.add_argument("--memory-mb", type=int, default=0)
+    p.add_argument("--disk-mb", type=int, default=0)
+    p.add_argument("--gpu-mdev", type=int, default=0, help="milli-GPUs: 500 = half, 2000 = two")
+    p.add_argument("--gpu-type", action="append", default=[], dest="gpu_types")
+    p.add_argument("--exclusive", action="store_true")
+    p.add_argument("--priority", type=int, default=0)
+    _common(p, _submit)
+
+    p = verbs.add_parser("progress", help="report a claim's cumulative completed units")
+    p.add_argument("claim_id")
+    p.add_argument("units", type=int)
+    _common(p, _progress)
+
+    p = verbs.add_parser("release", help="release a claim; its actual is what the agents measured")
+    p.add_argument("claim_id")
+    _common(p, _release)
+
+    p = verbs.add_parser("claims", help="list claims")
+    p.add_argument("--tenant", default="")
+    p.add_argument("--state", action="append", default=[], choices=_STATES)
+    _common(p, _list)
+
+    p = verbs.add_parser("watch", help="stream a claim's (or a tenant's) state changes")
+    target = p.add_mutually_exclusive_group(required=True)
+    target.add_argument("--claim")
+    target.add_argument("--tenant")
+    p.add_argument("--count", type=int, default=0, help="stop after this many events (0: never)")
+    _common(p, _watch)
+
+
+_STATES = [v.name for v in types_pb2.ClaimState.DESCRIPTOR.values if v.number]
+
+
+def _common(p: argparse.ArgumentParser, run: Any) -> None:
+    add_scheduler_flag(p)
+    add_output_flag(p)
+    p.set_defaults(run=run)
+
+
+def _stub(args: Any) -> claims_pb2_grpc.ClaimsStub:
+    return claims_pb2_grpc.ClaimsStub(channel(args))
+
+
+def _natural(value: int, flag: str) -> int:
+    if value < 0:
+        raise CtlError("INVALID_ARGUMENT", f"{flag} must not be negative, got {value}")
+    return value
+
+
+def _submit(args: Any) -> int:
+    request = claims_pb2.SubmitRequest(
+        claim_id=args.claim_id, tenant=args.tenant, gang_id=args.gang,
+        gang_size=_natural(args.gang_size, "--gang-size"), work_class=args.work_class,
+        priority=args.priority,
+        placement=types_pb2.PLACEMENT_EXCLUSIVE if args.exclusive else types_pb2.PLACEMENT_SHARED,
+        resources=types_pb2.Resources(
+            cpu_millis=_natural(args.cpu_millis, "--cpu-millis"),
+            memory_mb=_natural(args.memory_mb, "--memory-mb"),
+            disk_mb=_natural(args.disk_mb, "--disk-mb"),
+            gpu_mdev=_natural(args.gpu_mdev, "--gpu-mdev"),
+            gpu_types=args.gpu_types))
+    if args.estimate_uj is not None:
+        request.estimate_uj = _natural(args.estimate_uj, "--estimate-uj")
+    return _show(args, call(_stub(args).Submit, request))
+
+
+def _progress(args: Any) -> int:
+    request = claims_pb2.ProgressRequest(claim_id=args.claim_id, completed_units=_natural(args.units, "units"))
+    return _show(args, call(_stub(args).Progress, request))
+
+
+def _release(args: Any) -> int:
+    return _show(args, call(_stub(args).Release, claims_pb2.ReleaseRequest(claim_id=args.claim_id)))
+
+
+def _list(args: Any) -> int:
+    request = claims_pb2.ListClaimsRequest(
+        tenant=args.tenant, states=[types_pb2.ClaimState.Value(s) for s in args.state])
+    claims = [to_doc(c) for c in call(_stub(args).List, request).claims]
+    emit(args, {"claims": claims}, lambda doc: render_claims(doc["claims"]))
+    return 0
+
+
+def _watch(args: Any) -> int:
+    request = claims_pb2.WatchRequest(claim_id=args.claim) if args.claim else claims_pb2.WatchRequest(tenant=args.tenant)
+    seen = 0
+    try:
+        for event in _stub(args).Watch(request):
+            doc = to_doc(event)
+            emit(args, doc, lambda d: render_claims([d["status"]]).splitlines()[-1])
+            seen += 1
+            if args.count and seen >= args.count:
+                break
+    except grpc.RpcError as error:
+        raise as_ctl_error(error) from None
+    return 0
+
+
+def _show(args: Any, status: claims_pb2.ClaimStatus) -> int:
+    emit(args, to_doc(status), lambda doc: render_claims([doc]))
+    return 0
+
+
+def render_claims(claims: list[dict]) -> str:
+    rows = [(c["claim_id"], c["tenant"], c["state"], c["reason"], format_uj(c["hold_uj"]), c["hold_grade"],
+             format_uj(c["measured_uj"]), c["measured_grade"], c["completed_units"], c["worker"] or "—",
+             "overrun" if c["overrun"] else "")
+            for c in claims]
+    return table(("claim", "tenant", "state", "reason", "hold", "grade", "measured", "grade", "units",
+                  "worker", ""), rows)
