@@ -1,0 +1,158 @@
+"""/etc/pool/agent.toml: every key, its default and its check in one table.
+
+docs/OPERATIONS.md documents the same keys; an unknown key, a wrong type or a
+value out of range is refused at start with the file, the key and the reason.
+"""
+
+from __future__ import annotations
+
+import socket
+import tomllib
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from agent.meters.base import COUNTER_UPDATE_NS
+
+DEFAULT_PATH = Path("/etc/pool/agent.toml")
+MIN_WINDOW_MS = COUNTER_UPDATE_NS // 1_000_000
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def _positive(v):
+    return v > 0 or "must be positive"
+
+
+def _natural(v):
+    return v >= 0 or "must be ≥ 0"
+
+
+def _window(v):
+    return v >= MIN_WINDOW_MS or f"must be ≥ {MIN_WINDOW_MS} (the energy counter only advances every ~100 ms)"
+
+
+def _level(v):
+    return v in ("debug", "info", "warning", "error") or "must be debug, info, warning or error"
+
+
+@dataclass(frozen=True)
+class Meters:
+    nvml: bool = True
+    rapl: bool = True
+    rapl_root: Path = Path("/sys/class/powercap")
+    stall_ms: int = 500
+
+
+@dataclass(frozen=True)
+class Estimator:
+    gpu_watts: int = 0   # 0: not configured, unmetered GPUs have no figure
+    cpu_watts: int = 0
+
+
+@dataclass(frozen=True)
+class Stream:
+    buffer_windows: int = 100_000
+    batch_max: int = 500
+    backoff_initial_ms: int = 500
+    backoff_max_ms: int = 30_000
+    tls_ca: str = ""      # PEM file of the scheduler's CA; "" = plaintext (loopback / trusted network)
+
+
+@dataclass(frozen=True)
+class Metrics:
+    listen: str = "127.0.0.1:9464"   # "" disables /metrics
+
+
+@dataclass(frozen=True)
+class Capacity:
+    cpu_millis: int | None = None
+    memory_mb: int | None = None
+    disk_mb: int | None = None
+    gpu_mdev: int | None = None
+    gpu_types: list[str] | None = None
+    max_concurrency: int | None = None
+    disk_path: str = "/"
+
+    def overrides(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "disk_path"}
+
+
+@dataclass(frozen=True)
+class Config:
+    host_id: str = ""
+    scheduler: str = ""
+    window_ms: int = 1000
+    state_dir: Path = Path("/var/lib/pool-agent")
+    log_level: str = "info"
+    meters: Meters = Meters()
+    estimator: Estimator = Estimator()
+    stream: Stream = Stream()
+    metrics: Metrics = Metrics()
+    capacity: Capacity = Capacity()
+
+    @property
+    def window_ns(self) -> int:
+        return self.window_ms * 1_000_000
+
+    @property
+    def host(self) -> str:
+        return self.host_id or socket.gethostname()
+
+
+# Checks beyond the type, keyed "section.key".
+CHECKS = {
+    "window_ms": _window, "log_level": _level,
+    "meters.stall_ms": _positive, "estimator.gpu_watts": _natural, "estimator.cpu_watts": _natural,
+    "stream.buffer_windows": _positive, "stream.batch_max": _positive,
+    "stream.backoff_initial_ms": _positive, "stream.backoff_max_ms": _positive,
+    **{f"capacity.{k}": _natural for k in ("cpu_millis", "memory_mb", "disk_mb", "gpu_mdev", "max_concurrency")},
+}
+
+
+def _value(where: str, key: str, raw, annotation: str):
+    kinds = {"bool": bool, "int": int, "str": str, "Path": str}
+    base = annotation.removesuffix(" | None")
+    if base == "list[str]":
+        ok = isinstance(raw, list) and all(isinstance(x, str) for x in raw)
+    else:
+        kind = kinds[base]
+        ok = isinstance(raw, kind) and not (kind is int and isinstance(raw, bool))
+    if not ok:
+        raise ConfigError(f"{where}: {key} must be {base.replace('Path', 'a path')}, got {raw!r}")
+    verdict = CHECKS.get(key, lambda v: True)(raw)
+    if verdict is not True:
+        raise ConfigError(f"{where}: {key} {verdict}, got {raw!r}")
+    return Path(raw) if base == "Path" else raw
+
+
+def _build(cls, table: dict, where: str, prefix: str = ""):
+    known = {f.name: f for f in fields(cls)}
+    unknown = sorted(set(table) - set(known))
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {prefix}{unknown[0]} (known: {', '.join(sorted(known))})")
+    values = {}
+    for name, raw in table.items():
+        f = known[name]
+        if isinstance(f.default, (Meters, Estimator, Stream, Metrics, Capacity)):
+            if not isinstance(raw, dict):
+                raise ConfigError(f"{where}: [{name}] must be a table")
+            values[name] = _build(type(f.default), raw, where, f"{name}.")
+        else:
+            values[name] = _value(where, prefix + name, raw, f.type)
+    return cls(**values)
+
+
+def load(path: Path | None) -> Config:
+    """The configuration at `path`; defaults when `path` is None, or is the
+    default path and absent (an agent with no file runs on defaults)."""
+    if path is None or (path == DEFAULT_PATH and not path.exists()):
+        return Config()
+    try:
+        table = tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise ConfigError(f"{path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    return _build(Config, table, str(path))

@@ -1,0 +1,223 @@
+"""pool-agent: meter this host's devices and stream windows to the scheduler.
+
+    pool-agent [--config /etc/pool/agent.toml] [--scheduler ADDR]
+    pool-agent --check
+    pool-agent --replay FILE [--replay-speed X] [--window-ms N] --stdout
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import threading
+import time
+from dataclasses import replace
+from importlib import metadata
+from pathlib import Path
+
+import grpc
+
+from agent import capacity
+from agent.clock import MonotonicClock, ReplayClock
+from agent.config import CHECKS, DEFAULT_PATH, Config, ConfigError, load
+from agent.meters import replay as replay_meter
+from agent.meters.base import CPU_PACKAGE, Meter
+from agent.meters.select import Choice, Selection, select
+from agent.metrics import AgentMetrics
+from agent.occupancy import Occupancy
+from agent.sampler import Sampler
+from agent.stream import Backoff, Outbox, StreamClient
+from agent.windows import Sequencer, Window
+from protos import daemon
+from protos.pool.v1 import agent_pb2, types_pb2
+
+log = logging.getLogger("pool-agent")
+DRAIN_S = 2.0  # on stop, how long to wait for the scheduler to acknowledge the last windows
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="pool-agent", description="Meter this host's GPUs and CPU packages and "
+                                "stream graded energy windows to the Pool scheduler.")
+    p.add_argument("--config", type=Path, default=DEFAULT_PATH, help=f"TOML configuration (default {DEFAULT_PATH})")
+    p.add_argument("--scheduler", metavar="ADDR", help="scheduler host:port (overrides `scheduler`)")
+    p.add_argument("--window-ms", type=int, help="window length in ms, ≥ 100 (overrides `window_ms`)")
+    p.add_argument("--check", action="store_true", help="print each device, its meter and grade, then exit")
+    p.add_argument("--replay", type=Path, metavar="FILE",
+                   help="meter a recorded CSV trace instead of this host ('bundled' for the H200 trace)")
+    p.add_argument("--replay-speed", type=float, default=1.0,
+                   help="replay this many times faster than real time; 0 = as fast as possible")
+    p.add_argument("--stdout", action="store_true",
+                   help="print one JSON object per window instead of streaming to a scheduler")
+    p.add_argument("--log-level", choices=("debug", "info", "warning", "error"))
+    return p
+
+
+def configure(args) -> Config:
+    config = load(args.config)
+    cli = {"scheduler": args.scheduler, "window_ms": args.window_ms, "log_level": args.log_level}
+    table = {k: v for k, v in cli.items() if v is not None}
+    if "window_ms" in table:
+        verdict = CHECKS["window_ms"](table["window_ms"])
+        if verdict is not True:
+            raise ConfigError(f"--window-ms {verdict}, got {table['window_ms']}")
+    return replace(config, **table)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    try:
+        config = configure(args)
+        daemon.setup_logging(config.log_level)
+        if args.check:
+            raise SystemExit(check(config))
+        raise SystemExit(run(args, config))
+    except (ConfigError, replay_meter.TraceError) as exc:
+        print(f"pool-agent: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except BrokenPipeError:  # `pool-agent --stdout | head`: the reader left, not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(0) from None
+
+
+def check(config: Config) -> int:
+    selection = select(config, MonotonicClock())
+    print(f"host {config.host}")
+    for choice in selection.choices:
+        meter = choice.meter
+        kind = types_pb2.MeterKind.Name(meter.meter_kind) if meter else "none"
+        grade = meter.grade.name if meter else "no figure"
+        d = choice.device
+        mig = "  MIG on (no per-instance energy: splits cover the whole GPU)" if d.mig_enabled else ""
+        print(f"{d.device_id}  {d.device_type}  meter {kind}  grade {grade}{mig}")
+        for why in choice.downgrades:
+            print(f"    not better: {why}")
+    for note in selection.host_notes:
+        print(f"note: {note}")
+    return 0 if selection.meters else 1
+
+
+def run(args, config: Config) -> int:
+    stop = threading.Event()
+    daemon.stop_on_signals(stop)
+    selection, clock, end_ns = _meters(args, config)
+    if not selection.meters:
+        log.error("no device can be metered; `pool-agent --check` says why")
+        return 1
+    metrics = AgentMetrics()
+    for m in selection.meters:
+        metrics.meter.labels(m.device.device_id, types_pb2.MeterKind.Name(m.meter_kind), m.grade.name).set(1)
+    fields = capacity.host_capacity([c.device for c in selection.choices], config.capacity.overrides(),
+                                     config.capacity.disk_path)
+    occupancy = Occupancy({m.device.device_id: fields["cpu_millis"] for m in selection.meters
+                           if m.device.kind == CPU_PACKAGE})
+    if args.stdout:
+        emit = _print_windows
+        sequencer, client = Sequencer(), None
+    else:
+        if not config.scheduler:
+            log.error("no scheduler: set `scheduler` in %s or pass --scheduler (or --stdout)", args.config)
+            return 2
+        if config.metrics.listen:
+            metrics.serve(config.metrics.listen)
+        sequencer = Sequencer(_state_dir(config) / "seq")
+        outbox = Outbox(config.stream.buffer_windows, metrics)
+        client = _client(config, selection, fields, outbox, metrics, sequencer, occupancy)
+        threading.Thread(target=client.run, name="stream", daemon=True).start()
+        emit = outbox.put
+
+    def sink(windows: list[Window]) -> None:
+        windows = [occupancy.apply(w) for w in windows]
+        for w in windows:
+            metrics.window(w)
+        emit(windows)
+
+    sampler = Sampler(selection.meters, clock, config.window_ns, sequencer, sink,
+                      stall_ns=config.meters.stall_ms * 1_000_000, end_ns=end_ns, tick=_watchdog())
+    daemon.ready(f"metering {len(selection.meters)} devices")
+    sampler.run(stop)
+    daemon.stopping()
+    if client is not None:
+        _drain(outbox)
+        client.close()
+    return 0
+
+
+def _meters(args, config: Config) -> tuple[Selection, object, int | None]:
+    if args.replay is None:
+        clock = MonotonicClock()
+        return select(config, clock), clock, None
+    path = replay_meter.bundled_trace() if str(args.replay) == "bundled" else args.replay
+    rows, _ = replay_meter.load_trace(path)
+    clock = ReplayClock(rows[0].t_ns, args.replay_speed)
+    meter = replay_meter.ReplayMeter(path, clock)
+    return Selection([Choice(meter.device, meter)]), clock, meter.end_ns
+
+
+def _print_windows(windows: list[Window]) -> None:
+    for w in windows:
+        sys.stdout.write(json.dumps(w.as_json()) + "\n")
+    sys.stdout.flush()
+
+
+def _state_dir(config: Config) -> Path:
+    try:
+        config.state_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"state_dir {config.state_dir}: {exc.strerror}") from None
+    return config.state_dir
+
+
+def _device_meter(meter: Meter, downgrades: list[str]) -> types_pb2.DeviceMeter:
+    d = meter.device
+    return types_pb2.DeviceMeter(device_id=d.device_id, kind=d.kind, device_type=d.device_type,
+                                 meter=meter.meter_kind, grade=int(meter.grade), memory_bytes=d.memory_bytes,
+                                 mig_enabled=d.mig_enabled, downgrades=downgrades)
+
+
+def _client(config, selection, fields, outbox, metrics, sequencer, occupancy) -> StreamClient:
+    devices = [_device_meter(c.meter, c.downgrades) for c in selection.choices if c.meter is not None]
+
+    def register() -> agent_pb2.RegisterRequest:
+        return agent_pb2.RegisterRequest(host_id=config.host, capacity=capacity.as_proto(fields),
+                                         devices=devices, agent_version=_version(), window_ns=config.window_ns)
+
+    credentials = None
+    if config.stream.tls_ca:
+        credentials = grpc.ssl_channel_credentials(Path(config.stream.tls_ca).read_bytes())
+    s = config.stream
+    return StreamClient(config.scheduler, register, outbox, metrics, on_acked=sequencer.at_least,
+                        on_occupancy=occupancy.update, batch_max=s.batch_max, credentials=credentials,
+                        backoff=Backoff(s.backoff_initial_ms / 1000, s.backoff_max_ms / 1000))
+
+
+def _version() -> str:
+    try:
+        return metadata.version("pool")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _watchdog():
+    interval = daemon.watchdog_interval_s()
+    last = [0.0]
+
+    def tick() -> None:
+        if interval is not None and time.monotonic() - last[0] >= interval:
+            daemon.watchdog()
+            last[0] = time.monotonic()
+    return tick
+
+
+def _drain(outbox: Outbox) -> None:
+    deadline = time.monotonic() + DRAIN_S
+    while len(outbox) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if len(outbox):
+        log.warning("stopping with %d windows unacknowledged; they are lost", len(outbox))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+"""The agent's Prometheus metrics (served on /metrics when `metrics.listen` is set).
+
+Counters are cumulative µJ as the agent measured them, labelled with the
+grade they carry, so a dashboard can always tell a shunt from a guess.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+
+from agent.windows import Window
+
+
+class AgentMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None):
+        self.registry = r = registry or CollectorRegistry()
+        self.device_uj = Counter("pool_agent_device_energy_uj", "Energy measured per device (µJ)",
+                                 ["device", "grade"], registry=r)
+        self.occupant_uj = Counter("pool_agent_occupant_energy_uj", "Energy split to each occupant (µJ)",
+                                   ["device", "occupant", "grade"], registry=r)
+        self.windows = Counter("pool_agent_windows", "Windows closed per device", ["device"], registry=r)
+        self.gaps = Counter("pool_agent_gap_windows", "Windows with no figure (a gap), per device",
+                            ["device"], registry=r)
+        self.meter = Gauge("pool_agent_meter_info", "The meter chosen per device (value 1)",
+                           ["device", "meter", "grade"], registry=r)
+        self.window_lag = Gauge("pool_agent_window_lag_seconds",
+                                "Age of the oldest window the scheduler has not acknowledged (0: none)",
+                                registry=r)
+        self.buffered = Gauge("pool_agent_buffered_windows", "Windows held until the scheduler acknowledges",
+                              registry=r)
+        self.dropped = Counter("pool_agent_dropped_windows",
+                               "Windows dropped unsent because the buffer was full (oldest first)", registry=r)
+        self.reconnects = Counter("pool_agent_reconnects", "Stream (re)connection attempts", registry=r)
+
+    def window(self, w: Window) -> None:
+        self.windows.labels(w.device_id).inc()
+        if w.uj is None:
+            self.gaps.labels(w.device_id).inc()
+            return
+        self.device_uj.labels(w.device_id, w.grade.name).inc(w.uj)
+        for share in w.shares:
+            self.occupant_uj.labels(w.device_id, share.occupant, share.grade.name).inc(share.uj)
+
+    def serve(self, listen: str) -> None:
+        host, _, port = listen.rpartition(":")
+        start_http_server(int(port), addr=host or "0.0.0.0", registry=self.registry)
