@@ -1,0 +1,105 @@
+"""COSE_Sign1 (RFC 9052) with Ed25519, in exactly one byte layout:
+
+    D2 84                      tag 18, array of 4
+       55 A2 01 27 04 50 <kid> protected: bstr of {1: -8 (EdDSA), 4: kid (16 bytes)}
+       A0                      unprotected: {}
+       <bstr payload>          shortest-form length
+       58 40 <signature>       64-byte Ed25519 signature
+
+signed over Sig_structure ["Signature1", protected, h'', payload]. Any other layout
+— even an equivalent one — is refused (reason `decode`), so a message has one
+encoding and its hash is stable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scheduler.ledger.dcbor import DcborError
+from scheduler.ledger.keys import KEY_ID_BYTES, PublicKey, SigningKey
+
+_TAG18_ARRAY4 = b"\xd2\x84"
+_PROTECTED_PREFIX = b"\xa2\x01\x27\x04" + bytes([0x40 + KEY_ID_BYTES])
+_PROTECTED_LEN = len(_PROTECTED_PREFIX) + KEY_ID_BYTES
+_SIGNATURE_HEAD = b"\x58\x40"
+_CONTEXT = b"\x84\x6aSignature1"   # array of 4, text "Signature1"
+
+
+def bstr_head(length: int) -> bytes:
+    if length < 24:
+        return bytes([0x40 + length])
+    for info, size in ((24, 1), (25, 2), (26, 4), (27, 8)):
+        if length < 1 << (8 * size):
+            return bytes([0x40 + info]) + length.to_bytes(size, "big")
+    raise ValueError("byte string too long")
+
+
+def protected_header(kid: bytes) -> bytes:
+    return _PROTECTED_PREFIX + kid
+
+
+@dataclass(frozen=True)
+class Sign1:
+    protected: bytes
+    payload: bytes
+    signature: bytes
+
+    @property
+    def key_id(self) -> bytes:
+        return self.protected[len(_PROTECTED_PREFIX):]
+
+    def to_be_signed(self) -> bytes:
+        return (_CONTEXT + bstr_head(len(self.protected)) + self.protected + b"\x40"
+                + bstr_head(len(self.payload)) + self.payload)
+
+    def verifies(self, key: PublicKey) -> bool:
+        return self.key_id == key.key_id and key.verifies(self.signature, self.to_be_signed())
+
+
+def sign(key: SigningKey, payload: bytes) -> bytes:
+    protected = protected_header(key.public.key_id)
+    signature = key.sign(Sign1(protected, payload, b"").to_be_signed())
+    return (_TAG18_ARRAY4 + bstr_head(len(protected)) + protected + b"\xa0"
+            + bstr_head(len(payload)) + payload + _SIGNATURE_HEAD + signature)
+
+
+def _bstr(data: bytes, pos: int) -> tuple[bytes, int]:
+    """A shortest-form byte string at pos: (its content, position after it)."""
+    if pos >= len(data) or data[pos] >> 5 != 2:
+        raise DcborError("decode", f"expected a byte string at byte {pos}")
+    info = data[pos] & 31
+    if info < 24:
+        length, start = info, pos + 1
+    elif info <= 27:
+        start = pos + 1 + (1 << (info - 24))
+        length = int.from_bytes(data[pos + 1:start], "big")
+    else:
+        raise DcborError("decode", f"indefinite or reserved length at byte {pos}")
+    end = start + length
+    if end > len(data):
+        raise DcborError("decode", "truncated")
+    if data[pos:start] != bstr_head(length):
+        raise DcborError("non_canonical", f"length at byte {pos} is not in shortest form")
+    return data[start:end], end
+
+
+def parse(data: bytes, pos: int = 0) -> tuple[Sign1, int]:
+    """The COSE_Sign1 starting at pos in data, and the position after it."""
+    if data[pos:pos + 2] != _TAG18_ARRAY4:
+        raise DcborError("decode", "not a tagged COSE_Sign1 (D2 84)")
+    protected, pos = _bstr(data, pos + 2)
+    if len(protected) != _PROTECTED_LEN or not protected.startswith(_PROTECTED_PREFIX):
+        raise DcborError("decode", "protected header is not {1: -8, 4: 16-byte key id}")
+    if data[pos:pos + 1] != b"\xa0":
+        raise DcborError("decode", "unprotected header is not an empty map")
+    payload, pos = _bstr(data, pos + 1)
+    if data[pos:pos + 2] != _SIGNATURE_HEAD or pos + 66 > len(data):
+        raise DcborError("decode", "signature is not a 64-byte string")
+    return Sign1(protected, payload, data[pos + 2:pos + 66]), pos + 66
+
+
+def parse_whole(data: bytes) -> Sign1:
+    message, end = parse(data)
+    if end != len(data):
+        raise DcborError("decode", f"{len(data) - end} bytes after the COSE_Sign1")
+    return message

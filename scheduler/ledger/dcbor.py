@@ -1,0 +1,166 @@
+"""Deterministic CBOR (RFC 8949 §4.2.1) for receipt cores, restricted to one subset:
+integers (−2⁶⁴ … 2⁶⁴−1), text, byte strings, arrays, maps with text-string keys,
+true, false and null. No floats, tags, other simple values or indefinite lengths.
+
+With text keys only, RFC 8949's bytewise order of encoded keys is "shorter UTF-8
+first, then bytewise", which is also RFC 7049's canonical order — so `encode` sorts
+keys that way itself and lets cbor2 write the already-ordered value.
+
+`decode` is strict: it parses only the subset (anything outside it is reason
+`decode`), then re-encodes the value and refuses any byte difference (reason
+`non_canonical`: a non-shortest argument, unsorted keys), so one value has one
+encoding and two encodings can never share one signature.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+from typing import Any
+
+import cbor2
+
+MAX_BYTES = 8 << 20      # a core larger than this is refused either way
+MAX_DEPTH = 32           # arrays/maps nested deeper than this are refused
+_INT_MIN, _INT_LIMIT = -(1 << 64), 1 << 64
+_local = threading.local()
+
+
+class DcborError(ValueError):
+    """A value or byte string outside the subset. `reason` is `decode`,
+    `non_canonical`, or `unencodable` (refused on the way in)."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def _key_order(key: str) -> tuple[int, str]:
+    # Python orders str by code point, which is UTF-8's bytewise order.
+    return (len(key) if key.isascii() else len(key.encode())), key
+
+
+def normalize(value: Any, depth: int = 0) -> Any:
+    """The value as `decode` would return it (tuples become lists, map keys in
+    canonical order), or DcborError(`unencodable`)."""
+    kind = type(value)
+    if kind is str or kind is bytes or value is None or kind is bool:
+        return value
+    if kind is int:
+        if not _INT_MIN <= value < _INT_LIMIT:
+            raise DcborError("unencodable", f"integer {value} is outside the CBOR range")
+        return value
+    if depth >= MAX_DEPTH:
+        raise DcborError("unencodable", f"nested deeper than {MAX_DEPTH}")
+    if kind is dict:
+        if not all(type(key) is str for key in value):
+            raise DcborError("unencodable", "a map key is not a text string")
+        return {k: normalize(value[k], depth + 1) for k in sorted(value, key=_key_order)}
+    if kind is list or kind is tuple:
+        return [normalize(item, depth + 1) for item in value]
+    raise DcborError("unencodable", f"{kind.__name__} is not in the det-CBOR subset")
+
+
+def _encoder() -> cbor2.CBOREncoder:
+    # Building an encoder costs more than encoding a core, so each thread keeps one.
+    try:
+        return _local.encoder
+    except AttributeError:
+        _local.encoder = cbor2.CBOREncoder(io.BytesIO())
+        return _local.encoder
+
+
+def encode(value: Any) -> bytes:
+    return encode_normalized(normalize(value))
+
+
+def encode_normalized(value: Any) -> bytes:
+    """Encode a value already in `normalize`'s form (the caller built it so)."""
+    data = _encoder().encode_to_bytes(value)
+    if len(data) > MAX_BYTES:
+        raise DcborError("unencodable", f"encoding is {len(data)} bytes, over {MAX_BYTES}")
+    return data
+
+
+def decode(data: bytes) -> Any:
+    if len(data) > MAX_BYTES:
+        raise DcborError("decode", f"{len(data)} bytes, over {MAX_BYTES}")
+    value, end = _Parser(data).item(0, 0)
+    if end != len(data):
+        raise DcborError("decode", f"{len(data) - end} bytes after the item")
+    # The parser already refused unsorted keys; re-encoding catches the rest
+    # (non-shortest arguments) and any gap between this parser and cbor2.
+    if _encoder().encode_to_bytes(value) != data:
+        raise DcborError("non_canonical", "does not re-encode to the same bytes")
+    return value
+
+
+class _Parser:
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.size = len(data)
+
+    def long_head(self, pos: int, initial: int) -> tuple[int, int, int]:
+        """(major type, argument, position after the head) for a head longer than a byte."""
+        info = initial & 31
+        if info > 27:
+            what = "indefinite length" if info == 31 else "reserved additional information"
+            raise DcborError("decode", f"{what} at byte {pos}")
+        end = pos + 1 + (1 << (info - 24))
+        if end > self.size:
+            raise DcborError("decode", "truncated")
+        return initial >> 5, int.from_bytes(self.data[pos + 1:end], "big"), end
+
+    def item(self, pos: int, depth: int) -> tuple[Any, int]:
+        if pos >= self.size:
+            raise DcborError("decode", "truncated")
+        initial = self.data[pos]
+        if initial & 31 < 24:
+            major, arg, end = initial >> 5, initial & 31, pos + 1
+        else:
+            major, arg, end = self.long_head(pos, initial)
+        if major == 0:
+            return arg, end
+        if major == 3 or major == 2:
+            stop = end + arg
+            if stop > self.size:
+                raise DcborError("decode", "truncated")
+            if major == 2:
+                return self.data[end:stop], stop
+            try:
+                return self.data[end:stop].decode(), stop
+            except UnicodeDecodeError:
+                raise DcborError("decode", f"invalid UTF-8 at byte {pos}") from None
+        if major == 1:
+            return -1 - arg, end
+        if major == 7:
+            if 20 <= arg <= 22 and end == pos + 1:
+                return (False, True, None)[arg - 20], end
+            raise DcborError("decode", f"float or simple value at byte {pos}")
+        if major == 6:
+            raise DcborError("decode", f"tag at byte {pos}")
+        if depth >= MAX_DEPTH:
+            raise DcborError("decode", f"nested deeper than {MAX_DEPTH}")
+        return (self.array if major == 4 else self.map)(arg, end, depth + 1)
+
+    def array(self, count: int, pos: int, depth: int) -> tuple[list, int]:
+        items = []
+        for _ in range(count):
+            value, pos = self.item(pos, depth)
+            items.append(value)
+        return items, pos
+
+    def map(self, count: int, pos: int, depth: int) -> tuple[dict, int]:
+        result: dict[str, Any] = {}
+        previous = (-1, "")
+        for _ in range(count):
+            if pos < self.size and self.data[pos] >> 5 != 3:
+                raise DcborError("decode", f"map key at byte {pos} is not a text string")
+            key, pos = self.item(pos, depth)
+            order = _key_order(key)
+            if order <= previous:
+                reason = "decode" if key in result else "non_canonical"
+                raise DcborError(reason, f"map key {key!r} is duplicated or out of order")
+            previous = order
+            result[key], pos = self.item(pos, depth)
+        return result, pos

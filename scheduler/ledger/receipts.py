@@ -1,0 +1,78 @@
+"""Receipts: a pool/1 core, det-CBOR, signed by the steward as a COSE_Sign1.
+
+The core is the map {"seq", "body", "kind", "prev", "profile", "time_ns"} (written
+in canonical key order) and nothing else. `prev` is the SHA-256 of the previous
+receipt's full COSE bytes, 32 zero bytes for receipt 0. Kinds are the callers'
+text; three belong to the ledger itself (see LEDGER_KINDS).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, NamedTuple
+
+from scheduler.ledger import cose, dcbor
+from scheduler.ledger.keys import SigningKey
+
+PROFILE = "pool/1"
+ZERO_HASH = bytes(32)
+GENESIS = "genesis"         # receipt 0: {"steward_key": raw public key}
+WITNESS = "witness"         # {"statement": a witness's COSE_Sign1}
+CHECKPOINT = "checkpoint"   # {"state", "witnessed_length", "witness_key_id"}
+LEDGER_KINDS = frozenset({GENESIS, WITNESS, CHECKPOINT})
+_FIELDS = ("seq", "body", "kind", "prev", "profile", "time_ns")  # canonical order
+
+
+class ReceiptError(ValueError):
+    """A receipt refused for `reason` (one of verify.REASONS)."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class Entry(NamedTuple):
+    """What a fold sees of a receipt."""
+    seq: int
+    time_ns: int
+    kind: str
+    body: dict
+
+
+class Receipt(NamedTuple):
+    raw: bytes      # the COSE_Sign1 bytes, as stored and exported
+    entry: Entry
+    hash: bytes     # SHA-256 of raw: the next receipt's prev
+
+
+def digest(raw: bytes) -> bytes:
+    return hashlib.sha256(raw).digest()
+
+
+def make(key: SigningKey, seq: int, prev: bytes, time_ns: int, kind: str, body: dict) -> Receipt:
+    """Sign a receipt; `body` must already be dcbor.normalize'd (a dict)."""
+    core = {"seq": seq, "body": body, "kind": kind, "prev": prev, "profile": PROFILE,
+            "time_ns": time_ns}
+    raw = cose.sign(key, dcbor.encode_normalized(core))
+    return Receipt(raw, Entry(seq, time_ns, kind, body), digest(raw))
+
+
+def _natural(value: Any) -> bool:
+    return type(value) is int and value >= 0
+
+
+def read_core(payload: bytes) -> tuple[Entry, bytes]:
+    """The entry and prev of a receipt's payload; ReceiptError if it is not a pool/1 core."""
+    try:
+        core = dcbor.decode(payload)
+    except dcbor.DcborError as exc:
+        raise ReceiptError(exc.reason, f"core: {exc}") from None
+    if type(core) is not dict or set(core) != set(_FIELDS):
+        raise ReceiptError("profile", f"core fields are not exactly {', '.join(_FIELDS)}")
+    if core["profile"] != PROFILE:
+        raise ReceiptError("profile", f"profile {core['profile']!r} is not {PROFILE!r}")
+    prev, kind = core["prev"], core["kind"]
+    if not (_natural(core["seq"]) and _natural(core["time_ns"]) and type(kind) is str and kind
+            and type(prev) is bytes and len(prev) == 32 and type(core["body"]) is dict):
+        raise ReceiptError("profile", "a core field has the wrong type")
+    return Entry(core["seq"], core["time_ns"], kind, core["body"]), prev

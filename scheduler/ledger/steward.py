@@ -1,0 +1,161 @@
+"""The steward: the one writer of a ledger. Opening verifies (and replays) the
+store and refuses one that does not verify, saying where and why; appends sign
+sequentially (each prev is the previous receipt's hash) and return only once the
+store has made them durable."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from scheduler.ledger import cose, dcbor, receipts, witness
+from scheduler.ledger.fold import Fold, Folder
+from scheduler.ledger.keys import SigningKey
+from scheduler.ledger.receipts import CHECKPOINT, GENESIS, LEDGER_KINDS, WITNESS, Receipt
+from scheduler.ledger.sqlite import SqliteStore
+from scheduler.ledger.store import Store
+from scheduler.ledger.verify import Anchor, LedgerInvalid, Report, WitnessSeen, verify
+
+
+class Prepared(NamedTuple):
+    """An append checked and normalized, waiting for its turn to be signed."""
+    kind: str
+    body: dict
+    time_ns: int | None
+
+
+class LedgerInfo(NamedTuple):
+    ledger_id: bytes
+    length: int
+    head: bytes
+    steward_key_id: bytes
+    witnessed_length: int
+    witness_key_id: bytes | None
+
+
+def prepare(kind: str, body: dict, time_ns: int | None = None, *, internal: bool = False) -> Prepared:
+    """ValueError (dcbor.DcborError for the body) if this cannot become a receipt."""
+    if type(kind) is not str or not kind:
+        raise ValueError("a kind is a non-empty text string")
+    if kind in LEDGER_KINDS and not internal:
+        raise ValueError(f"kind {kind!r} is the ledger's own")
+    if type(body) is not dict:
+        raise dcbor.DcborError("unencodable", "a body is a map with text keys")
+    if time_ns is not None and not (type(time_ns) is int and 0 <= time_ns < 1 << 64):
+        raise ValueError("time_ns is a non-negative integer")
+    return Prepared(kind, dcbor.normalize(body), time_ns)
+
+
+class Steward:
+    def __init__(self, store: Store, key: SigningKey, report: Report, state: Any) -> None:
+        self._store, self._key, self.state = store, key, state
+        self._lock = threading.Lock()
+        self._length, self._head, self.ledger_id = report.length, report.head, report.ledger_id
+        self._witness = WitnessSeen(report.witness.key_id, report.witnessed_length, None) \
+            if report.witnessed_length else None
+
+    @classmethod
+    def open(cls, store: Store, key: SigningKey, fold: Fold | None = None, *,
+             workers: int | None = None) -> Steward:
+        """Verify the store (from its last checkpoint when fold.restore is given),
+        fold it, or start a new ledger with a genesis receipt if it is empty."""
+        if store.length() == 0:
+            genesis = receipts.make(key, 0, receipts.ZERO_HASH, time.time_ns(), GENESIS,
+                                    {"steward_key": key.public.raw})
+            store.append(0, [(GENESIS, genesis.raw)])
+        folder = Folder(fold or Fold(lambda state, entry: state, None))
+        anchor = _checkpoint_anchor(store, key, folder)
+        start = anchor.index if anchor else 0
+        report = verify(store.read(start), key.public, on_entry=folder, workers=workers,
+                        anchor=anchor, fetch=lambda i: next(store.read(i, i + 1)))
+        if not report.valid:
+            raise LedgerInvalid(report)
+        return cls(store, key, report, folder.state)
+
+    @property
+    def length(self) -> int:
+        return self._length
+
+    @property
+    def head(self) -> bytes:
+        return self._head
+
+    def info(self) -> LedgerInfo:
+        seen = self._witness
+        return LedgerInfo(self.ledger_id, self._length, self._head, self._key.public.key_id,
+                          seen.length if seen else 0, seen.key_id if seen else None)
+
+    def read(self, start: int = 0, stop: int | None = None) -> Iterator[bytes]:
+        return self._store.read(start, stop)
+
+    def commit(self, batch: Sequence[Prepared]) -> list[Receipt]:
+        """Sign the batch in order and store it in one durable transaction."""
+        with self._lock:
+            seq, prev, made = self._length, self._head, []
+            for kind, body, time_ns in batch:
+                receipt = receipts.make(self._key, seq, prev,
+                                        time.time_ns() if time_ns is None else time_ns, kind, body)
+                made.append(receipt)
+                seq, prev = seq + 1, receipt.hash
+            self._store.append(self._length, [(r.entry.kind, r.raw) for r in made])
+            self._length, self._head = seq, prev
+        return made
+
+    def append(self, kind: str, body: dict, time_ns: int | None = None) -> Receipt:
+        return self.commit([prepare(kind, body, time_ns)])[0]
+
+    def record_witness(self, statement: bytes) -> Receipt:
+        """Append a witness's statement about this ledger (WitnessRejected if it is
+        malformed, by the steward's key, or about other receipts than these)."""
+        seen = witness.read_statement(statement)
+        with self._lock:
+            witness.check(seen, self._key.public, self.ledger_id, self._length,
+                          lambda i: receipts.digest(next(self._store.read(i, i + 1))))
+        receipt = self.commit([prepare(WITNESS, {"statement": statement}, internal=True)])[0]
+        if self._witness is None or seen.length > self._witness.length:
+            self._witness = WitnessSeen(seen.witness.key_id, seen.length, None)
+        return receipt
+
+    def checkpoint(self, snapshot: Any) -> Receipt:
+        """Sign the caller's state snapshot at this point (see docs/LEDGER.md)."""
+        seen = self._witness
+        body = {"state": snapshot, "witnessed_length": seen.length if seen else 0,
+                "witness_key_id": seen.key_id if seen else None}
+        return self.commit([prepare(CHECKPOINT, body, internal=True)])[0]
+
+    def close(self) -> None:
+        self._store.close()
+
+
+def _checkpoint_anchor(store: Store, key: SigningKey, folder: Folder) -> Anchor | None:
+    """Where to resume: the last checkpoint, if the fold can restore and the
+    genesis verifies. The checkpoint receipt is verified with the tail."""
+    at = store.latest(CHECKPOINT) if folder.fold.restore else None
+    if at is None:
+        return None
+    genesis = verify(store.read(0, 1), key.public, workers=1)
+    if not genesis.valid:
+        raise LedgerInvalid(genesis)
+    try:
+        entry, prev = receipts.read_core(cose.parse_whole(next(store.read(at, at + 1))).payload)
+    except (dcbor.DcborError, receipts.ReceiptError):
+        return None     # the full verification will say what is wrong with it
+    if entry.kind != CHECKPOINT:
+        return None
+    witnessed = entry.body.get("witnessed_length", 0)
+    seen = WitnessSeen(entry.body.get("witness_key_id") or b"", witnessed, None) if witnessed else None
+    folder.resuming = True
+    return Anchor(at, prev, genesis.ledger_id, seen)
+
+
+def open_ledger(path: str | Path, key: SigningKey, fold: Fold | None = None) -> Steward:
+    """The embedded default: a SQLite store at path, created if absent."""
+    store = SqliteStore(path, create=True)
+    try:
+        return Steward.open(store, key, fold)
+    except BaseException:
+        store.close()
+        raise

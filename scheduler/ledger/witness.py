@@ -1,0 +1,83 @@
+"""Witness statements: a party with its own key signs (ledger id, length, head).
+
+A statement is a COSE_Sign1 (same layout as a receipt) by the witness's key over the
+det-CBOR map {"head", "type": "witness", "length", "profile": "pool/1", "time_ns",
+"ledger_id", "witness_key"}. It carries the witness's raw public key so anyone can
+check it; whether that key belongs to a trusted witness is the reader's decision,
+made on the key id a verifier reports. It is evidence against rewriting the first
+`length` receipts, not an endorsement of what they decided.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import NamedTuple
+
+from scheduler.ledger import cose, dcbor
+from scheduler.ledger.keys import PublicKey, SigningKey
+from scheduler.ledger.receipts import PROFILE
+
+_FIELDS = {"head", "type", "length", "profile", "time_ns", "ledger_id", "witness_key"}
+
+
+class WitnessRejected(ValueError):
+    """`code`: malformed, signature, steward_key, other_ledger, beyond_length, head_mismatch."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class Statement(NamedTuple):
+    ledger_id: bytes
+    length: int
+    head: bytes
+    witness: PublicKey
+    time_ns: int
+
+
+def sign_statement(key: SigningKey, steward: PublicKey, ledger_id: bytes, length: int,
+                   head: bytes, time_ns: int | None = None) -> bytes:
+    if key.public == steward:
+        raise WitnessRejected("steward_key", "the witness key is the steward's own key")
+    body = {"head": head, "type": "witness", "length": length, "profile": PROFILE,
+            "time_ns": time.time_ns() if time_ns is None else time_ns,
+            "ledger_id": ledger_id, "witness_key": key.public.raw}
+    return cose.sign(key, dcbor.encode(body))
+
+
+def read_statement(data: bytes) -> Statement:
+    """A statement whose signature verifies under the key it names."""
+    try:
+        message = cose.parse_whole(data)
+        fields = dcbor.decode(message.payload)
+        if type(fields) is not dict or set(fields) != _FIELDS or fields["type"] != "witness" \
+                or fields["profile"] != PROFILE:
+            raise WitnessRejected("malformed", "not a pool/1 witness statement")
+        witness = PublicKey(fields["witness_key"])
+        statement = Statement(fields["ledger_id"], fields["length"], fields["head"], witness,
+                              fields["time_ns"])
+    except (dcbor.DcborError, TypeError, ValueError) as exc:
+        if isinstance(exc, WitnessRejected):
+            raise
+        raise WitnessRejected("malformed", f"witness statement: {exc}") from None
+    if not message.verifies(witness):
+        raise WitnessRejected("signature", "the statement's signature does not verify")
+    return statement
+
+
+def check(statement: Statement, steward: PublicKey, ledger_id: bytes, length: int,
+          hash_at: Callable[[int], bytes]) -> None:
+    """Refuse a statement that is not about the first `length` receipts of this
+    ledger as they are now; hash_at(i) is the SHA-256 of receipt i."""
+    if statement.witness == steward:
+        raise WitnessRejected("steward_key", "signed with the steward's own key")
+    if statement.ledger_id != ledger_id:
+        raise WitnessRejected("other_ledger", "the statement is about another ledger")
+    if not 1 <= statement.length <= length:
+        raise WitnessRejected("beyond_length",
+                              f"witnessed length {statement.length} is not within 1..{length}")
+    if statement.head != hash_at(statement.length - 1):
+        raise WitnessRejected("head_mismatch",
+                              f"receipt {statement.length - 1} is not the one witnessed")

@@ -1,0 +1,58 @@
+"""Group commit for asyncio callers (the gRPC service).
+
+`append` validates on the event loop (so a bad body fails only its caller),
+then waits. One drain task takes everything queued, signs and stores it as one
+transaction in a dedicated thread, and resolves each future only after that
+commit is durable; appends arriving meanwhile form the next batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+
+from scheduler.ledger.receipts import Receipt
+from scheduler.ledger.steward import Prepared, Steward, prepare
+
+
+class GroupCommitWriter:
+    def __init__(self, steward: Steward, max_batch: int = 4096) -> None:
+        self.steward = steward
+        self._max_batch = max_batch
+        self._queue: list[tuple[Prepared, asyncio.Future]] = []
+        self._drain: asyncio.Task | None = None
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="ledger-commit")
+
+    async def append(self, kind: str, body: dict, time_ns: int | None = None) -> Receipt:
+        item = prepare(kind, body, time_ns)
+        future = asyncio.get_running_loop().create_future()
+        self._queue.append((item, future))
+        if self._drain is None:
+            self._drain = asyncio.create_task(self._drain_queue())
+        return await future
+
+    async def _drain_queue(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while self._queue:
+                batch = self._queue[:self._max_batch]
+                del self._queue[:self._max_batch]
+                try:
+                    made = await loop.run_in_executor(
+                        self._thread, self.steward.commit, [item for item, _ in batch])
+                except Exception as exc:   # nothing of this batch is stored
+                    for _, future in batch:
+                        if not future.done():
+                            future.set_exception(exc)
+                    continue
+                for (_, future), receipt in zip(batch, made):
+                    if not future.done():
+                        future.set_result(receipt)
+        finally:
+            self._drain = None
+
+    async def close(self) -> None:
+        """Wait for queued appends, then stop the commit thread."""
+        while self._drain is not None:
+            await asyncio.shield(self._drain)
+        self._thread.shutdown()
