@@ -6,10 +6,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from scheduler.ctl import claims, ops, split
+from scheduler.ctl import claims, ledger, ops, split
 from scheduler.ctl.output import EXIT_USAGE, CtlError, fail
 
-VERB_GROUPS = (split, claims, ops)
+VERB_GROUPS = (split, claims, ops, ledger)
 
 
 class _Parser(argparse.ArgumentParser):

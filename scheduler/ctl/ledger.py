@@ -1,0 +1,142 @@
+"""`poolctl keygen` and `poolctl ledger export|verify|witness`: offline work on a
+ledger file (a SQLite store or an export), needing no running scheduler."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from scheduler.ctl.output import EXIT_FAILED, EXIT_OK, CtlError, add_output_flag, emit, table
+from scheduler.ledger import export, keys, witness
+from scheduler.ledger.sqlite import SqliteStore
+from scheduler.ledger.store import StoreError
+from scheduler.ledger.verify import Report, verify
+
+
+def register(verbs: argparse._SubParsersAction) -> None:
+    p = verbs.add_parser("keygen", help="write an Ed25519 key pair: PREFIX.key (0600), PREFIX.pub")
+    p.add_argument("--out", required=True, metavar="PREFIX")
+    add_output_flag(p)
+    p.set_defaults(run=_keygen)
+
+    ledger = verbs.add_parser("ledger", help="export, verify or witness a ledger")
+    sub = ledger.add_subparsers(dest="ledger_verb", required=True)
+    p = sub.add_parser("export", help="write a store's receipts as a CBOR sequence")
+    p.add_argument("store")
+    p.add_argument("--out", required=True, metavar="FILE")
+    add_output_flag(p)
+    p.set_defaults(run=_export)
+
+    p = sub.add_parser("verify", help="verify a store or an export; exit 1 if invalid")
+    p.add_argument("path")
+    p.add_argument("--key", metavar="PUBKEY", help="the steward's public key (default: the genesis's)")
+    p.add_argument("--witness", action="append", default=[], metavar="FILE",
+                   help="a witness statement to check against the ledger; repeatable")
+    add_output_flag(p)
+    p.set_defaults(run=_verify)
+
+    p = sub.add_parser("witness", help="sign (ledger id, length, head) with a witness key")
+    p.add_argument("path")
+    p.add_argument("--key", required=True, metavar="WITNESS_KEY", help="the witness's private key")
+    p.add_argument("--steward-key", metavar="PUBKEY", help="check the steward's signatures with this key")
+    p.add_argument("--out", metavar="FILE", help="write the statement here (else print it as hex)")
+    add_output_flag(p)
+    p.set_defaults(run=_witness)
+
+
+def _public_key(path: str | None) -> keys.PublicKey | None:
+    try:
+        return None if path is None else keys.load_public_key(path)
+    except keys.KeyFileError as exc:
+        raise CtlError("BAD_KEY", str(exc)) from None
+
+
+def _signing_key(path: str) -> keys.SigningKey:
+    try:
+        return keys.load_signing_key(path)
+    except keys.KeyFileError as exc:
+        raise CtlError("BAD_KEY", str(exc)) from None
+
+
+def _read_file(path: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise CtlError("UNREADABLE", f"{path}: {exc.strerror}") from None
+
+
+def _verified(path: str, key: keys.PublicKey | None, witness_files: list[bytes] = ()) -> Report:
+    if not Path(path).is_file():
+        raise CtlError("UNREADABLE", f"{path}: no such file")
+    try:
+        return verify(export.receipts_at(path), key, witness_files=witness_files)
+    except (OSError, StoreError) as exc:
+        raise CtlError("UNREADABLE", str(exc)) from None
+
+
+def _keygen(args: Any) -> int:
+    key = keys.generate()
+    try:
+        private, public = keys.write_pair(key, args.out)
+    except FileExistsError:
+        raise CtlError("KEY_EXISTS", f"{args.out}.key exists; refusing to overwrite a key") from None
+    except OSError as exc:
+        raise CtlError("UNWRITABLE", f"{args.out}: {exc.strerror}") from None
+    doc = {"private_key": str(private), "public_key": str(public), "key_id": key.public.key_id.hex()}
+    emit(args, doc, lambda d: table(("field", "value"), list(d.items())))
+    return EXIT_OK
+
+
+def _export(args: Any) -> int:
+    try:
+        store = SqliteStore(args.store)
+    except StoreError as exc:
+        raise CtlError("UNREADABLE", str(exc)) from None
+    try:
+        count, head = export.write(store.read(), args.out)
+    except OSError as exc:
+        raise CtlError("UNWRITABLE", f"{args.out}: {exc.strerror}") from None
+    finally:
+        store.close()
+    doc = {"out": args.out, "length": count, "head": head.hex()}
+    emit(args, doc, lambda d: table(("field", "value"), list(d.items())))
+    return EXIT_OK
+
+
+def _verify(args: Any) -> int:
+    statements = [_read_file(path) for path in args.witness]
+    report = _verified(args.path, _public_key(args.key), statements)
+    emit(args, report.document(), lambda d: _render_report(d, report.detail))
+    return EXIT_OK if report.valid else EXIT_FAILED
+
+
+def _render_report(doc: dict, detail: str) -> str:
+    rows = [(k, "—" if v is None else v) for k, v in doc.items() if k != "witness"]
+    if doc["witness"]:
+        rows.append(("witness", " ".join(f"{k}={v}" for k, v in doc["witness"].items())))
+    rows.append(("detail", detail))
+    return table(("field", "value"), rows)
+
+
+def _witness(args: Any) -> int:
+    key = _signing_key(args.key)
+    report = _verified(args.path, _public_key(args.steward_key))
+    if not report.valid:
+        raise CtlError("LEDGER_INVALID", f"receipt {report.first_bad_index}: {report.reason}: "
+                       f"{report.detail}", EXIT_FAILED)
+    try:
+        statement = witness.sign_statement(key, report.steward, report.ledger_id, report.length,
+                                           report.head)
+    except witness.WitnessRejected as exc:
+        raise CtlError("WITNESS_REJECTED", str(exc)) from None
+    if args.out:
+        try:
+            Path(args.out).write_bytes(statement)
+        except OSError as exc:
+            raise CtlError("UNWRITABLE", f"{args.out}: {exc.strerror}") from None
+    doc = {"ledger_id": report.ledger_id.hex(), "length": report.length, "head": report.head.hex(),
+           "witness_key_id": key.public.key_id.hex(), "out": args.out,
+           "statement": None if args.out else statement.hex()}
+    emit(args, doc, lambda d: table(("field", "value"), list(d.items())))
+    return EXIT_OK
