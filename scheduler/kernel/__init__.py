@@ -1,0 +1,21 @@
+"""The sans-I/O admission kernel: immutable snapshots in, decisions and
+events out. No gRPC, storage, clock, NVML or randomness: time is an argument
+and every result is a function of the state and the inputs."""
+
+from .admission import EntitlementCheck, Evaluation, evaluate, hold_for, progress, release, settle, submit
+from .estimates import Estimate, derived_estimate
+from .events import (EVENT_TYPES, ClaimAdmitted, ClaimRefused, ClaimSubmitted, ConfigApplied, Event, MeterDelta,
+                     Metered, PeriodRolled, Preempted, Progress, Reclaimed, Released, WorkerLiveness,
+                     WorkerRegistered, event_from_body)
+from .explain import Explanation, WorkerExplanation, explain
+from .idle import ClaimVerdict, Observation, idle_verdicts, reclaim, reclamation_order
+from .placement import FieldFigure
+from .preemption import tier
+from .preemption_plan import PreemptionPlan, Victim, preemption_order
+from .reasons import CheckStep, ClaimState, ErrorCode, IdleVerdict, KernelError, Placement, Reason, Tier
+from .schedule import Decision, period_roll, schedule
+from .snapshot import (Claim, ClaimSpec, ClassStats, ClusterState, Device, DeviceShare, IdlePolicy, Resources,
+                       Tenant, Threshold, Worker, WorkClass)
+from .transitions import EventError, apply, rebuild
+from .tree import TenantTree, TreeError, load_tree
+from .views import TenantView, WorkerView, tenants, workers

@@ -1,0 +1,270 @@
+"""Admission (RULES §3): validate a submission, then decide pending claims.
+
+Check order for one claim, the first failure is its reason: validate → gang
+complete → devices entitlement → energy own pass → (needs to borrow) not
+Estimator → energy surplus pass → placement on workers. Each step records an
+EntitlementCheck with the figures behind it, which is what explain shows.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from protos.energy import MDEV_PER_DEVICE, Grade
+
+from .entitlement import MDEV, UJ, Fit, own_pass, total_fit
+from .estimates import Estimate, usable_estimate
+from .events import ClaimAdmitted, ClaimSubmitted, Preempted, Progress, Released
+from .placement import place
+from .preemption import Victims, choose, priority_candidates, reclaim_candidates
+from .reasons import CheckStep, ClaimState, ErrorCode, KernelError, Reason
+from .snapshot import Claim, ClaimSpec, ClusterState, DeviceShare
+from .transitions import apply
+
+CLAIM_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+INT32 = range(-(2 ** 31), 2 ** 31)
+
+
+@dataclass(frozen=True, slots=True)
+class EntitlementCheck:
+    step: CheckStep
+    ok: bool
+    evaluated: bool = True
+    node: str = ""
+    guarantee: int = 0
+    usage: int = 0
+    hold: int = 0
+    surplus: int = 0
+    limit: int | None = None
+    grade: Grade | None = None
+    detail: str = ""
+    reason: Reason = Reason.REASON_UNSPECIFIED
+
+
+def _invalid(field: str, message: str) -> KernelError:
+    return KernelError(ErrorCode.INVALID_CLAIM, field, message)
+
+
+def _spec_error(spec: ClaimSpec) -> KernelError | None:
+    req = spec.resources
+    if not isinstance(spec.claim_id, str) or not CLAIM_ID.fullmatch(spec.claim_id):
+        return _invalid("claim_id", "claim_id must match [A-Za-z0-9._:-]{1,128}")
+    for name in ("cpu_millis", "memory_mb", "disk_mb", "gpu_mdev"):
+        if getattr(req, name) < 0:
+            return _invalid(f"resources.{name}", f"{name} must not be negative")
+    if req.gpu_mdev >= MDEV_PER_DEVICE and req.gpu_mdev % MDEV_PER_DEVICE:
+        return _invalid("resources.gpu_mdev", f"{req.gpu_mdev} mdev: at or above 1000 it must be whole GPUs")
+    if req.gpu_types and not req.gpu_mdev:
+        return _invalid("resources.gpu_types", "gpu_types needs a positive gpu_mdev")
+    if list(req.gpu_types) != sorted(set(req.gpu_types)) or "" in req.gpu_types:
+        return _invalid("resources.gpu_types", "gpu_types must be distinct non-empty names, sorted")
+    if spec.estimate_uj is None and not spec.work_class:
+        return _invalid("estimate_uj", "a claim needs estimate_uj, work_class or both")
+    if spec.estimate_uj is not None and spec.estimate_uj < 0:
+        return _invalid("estimate_uj", "estimate_uj must not be negative")
+    if spec.priority not in INT32:
+        return _invalid("priority", "priority must fit in 32 bits")
+    if spec.gang_id and spec.gang_size < 1:
+        return _invalid("gang_size", "a gang member needs gang_size >= 1")
+    if not spec.gang_id and spec.gang_size:
+        return _invalid("gang_id", "gang_size without gang_id")
+    return None
+
+
+def hold_for(state: ClusterState, spec: ClaimSpec) -> tuple[int, Grade] | KernelError:
+    """The hold: the larger of the declared estimate (Estimator) and the work
+    class's derived estimate (ModelBased); on a tie the better grade."""
+    figures = []
+    if spec.work_class:
+        estimate = usable_estimate(state, spec.work_class)
+        if not isinstance(estimate, Estimate):
+            return estimate
+        figures.append((estimate.estimate_uj, -Grade.ModelBased))
+    if spec.estimate_uj is not None:
+        figures.append((spec.estimate_uj, -Grade.Estimator))
+    uj, grade = max(figures)
+    return uj, Grade(-grade)
+
+
+def submit(state: ClusterState, spec: ClaimSpec) -> ClaimSubmitted | Claim | KernelError:
+    """The event that queues a claim; the existing Claim for an identical
+    resubmission; or why it is refused."""
+    error = _spec_error(spec)
+    if error:
+        return error
+    existing = state.claims.get(spec.claim_id)
+    if existing is not None:
+        if existing.spec == spec:
+            return existing
+        return KernelError(ErrorCode.DUPLICATE_CLAIM, "claim_id", f"claim {spec.claim_id!r} exists with another request")
+    if state.tree is None or spec.tenant not in state.tree.nodes:
+        return KernelError(ErrorCode.UNKNOWN_TENANT, "tenant", f"tenant {spec.tenant!r} is not in the tree")
+    hold = hold_for(state, spec)
+    if isinstance(hold, KernelError):
+        return hold
+    if spec.gang_id:
+        members = [state.claims[m] for m in state.gangs.get(spec.gang_id, ())]
+        if any(m.spec.gang_size != spec.gang_size for m in members):
+            return _invalid("gang_size", f"gang {spec.gang_id!r} was declared with another size")
+        if len(members) >= spec.gang_size:
+            return _invalid("gang_id", f"gang {spec.gang_id!r} already has its {spec.gang_size} members")
+    return ClaimSubmitted(spec, state.next_seq)
+
+
+def progress(state: ClusterState, claim_id: str, completed_units: int) -> Progress | KernelError:
+    claim = state.claims.get(claim_id)
+    if claim is None:
+        return KernelError(ErrorCode.UNKNOWN_CLAIM, "claim_id", f"no claim {claim_id!r}")
+    if claim.state not in (ClaimState.PENDING, ClaimState.ADMITTED):
+        return KernelError(ErrorCode.CLAIM_NOT_OPEN, "claim_id", f"claim {claim_id!r} is {claim.state.name}")
+    if completed_units < claim.completed_units:
+        return KernelError(ErrorCode.PROGRESS_REGRESSED, "completed_units",
+                           f"completed units are cumulative: {completed_units} < {claim.completed_units}")
+    return Progress(claim_id, completed_units)
+
+
+def settle(state: ClusterState, claim_id: str, now_ns: int, kind: type = Released, **extra) -> Released | KernelError:
+    """Released (or Preempted/Reclaimed) with the claim's actual: its
+    measured shares, graded by the worst; the hold when nothing was measured."""
+    claim = state.claims.get(claim_id)
+    if claim is None:
+        return KernelError(ErrorCode.UNKNOWN_CLAIM, "claim_id", f"no claim {claim_id!r}")
+    if claim.state not in (ClaimState.PENDING, ClaimState.ADMITTED) or (
+            kind is not Released and claim.state is not ClaimState.ADMITTED):
+        return KernelError(ErrorCode.CLAIM_NOT_OPEN, "claim_id", f"claim {claim_id!r} is {claim.state.name}")
+    actual_uj, grade = claim.actual
+    return kind(claim_id, actual_uj, grade, claim.completed_units, now_ns, **extra)
+
+
+def release(state: ClusterState, claim_id: str, now_ns: int) -> Released | KernelError:
+    return settle(state, claim_id, now_ns)
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    """One claim judged against one state: the reason (ADMISSIBLE when it
+    would be admitted), the checks behind it, and what admitting it takes."""
+
+    reason: Reason
+    checks: tuple[EntitlementCheck, ...] = ()
+    hold_uj: int = 0
+    hold_grade: Grade | None = None
+    borrowed: bool = False
+    victims: tuple[Claim, ...] = ()
+    worker: str = ""
+    devices: tuple[DeviceShare, ...] = ()
+
+
+def _check(step: CheckStep, fit: Fit, hold: int, grade: Grade | None, reason: Reason, detail: str) -> EntitlementCheck:
+    return EntitlementCheck(step, fit.ok, True, fit.node, fit.guarantee, fit.usage, hold, fit.allowance, fit.limit,
+                            grade, detail, Reason.REASON_UNSPECIFIED if fit.ok else reason)
+
+
+def _skipped(steps_done: list[EntitlementCheck]) -> tuple[EntitlementCheck, ...]:
+    done = {c.step for c in steps_done}
+    rest = [EntitlementCheck(step, False, evaluated=False) for step in CheckStep
+            if step is not CheckStep.CHECK_STEP_UNSPECIFIED and step not in done]
+    return (*steps_done, *rest)
+
+
+def _own_fits(claim: Claim, hold: int):
+    """The node that still blocks an own-pass admission, or None."""
+    mdev = claim.spec.resources.gpu_mdev
+
+    def blocking(state: ClusterState) -> str | None:
+        for fit in (own_pass(state.tree, state.usage, claim.tenant, UJ, hold),
+                    own_pass(state.tree, state.usage, claim.tenant, MDEV, mdev),
+                    total_fit(state.tree, state.usage, claim.tenant, UJ, hold, False),
+                    total_fit(state.tree, state.usage, claim.tenant, MDEV, mdev, False)):
+            if not fit.ok:
+                return fit.node
+        return None
+    return blocking
+
+
+def _preempter(claim: Claim, now_ns: int):
+    def remove(state: ClusterState, victim: Claim) -> ClusterState:
+        return apply(state, settle(state, victim.claim_id, now_ns, Preempted, by_claim=claim.claim_id))
+    return remove
+
+
+def evaluate(state: ClusterState, claim: Claim, now_ns: int = 0, *, gang_ok: bool = True,
+             may_preempt: bool = True) -> Evaluation:
+    """Judge one pending claim. `gang_ok` is the gang step's verdict, decided
+    by the caller; gangs do not preempt (may_preempt=False)."""
+    spec, tree, checks = claim.spec, state.tree, []
+    hold = hold_for(state, spec) if spec.tenant in tree.nodes else KernelError(
+        ErrorCode.UNKNOWN_TENANT, "tenant", f"tenant {spec.tenant!r} is not in the tree")
+    if isinstance(hold, KernelError):
+        checks.append(EntitlementCheck(CheckStep.VALIDATE, False, detail=str(hold), reason=Reason.INVALID))
+        return Evaluation(Reason.INVALID, _skipped(checks))
+    hold_uj, grade = hold
+    checks.append(EntitlementCheck(CheckStep.VALIDATE, True, node=spec.tenant, hold=hold_uj, grade=grade))
+    checks.append(EntitlementCheck(CheckStep.GANG_COMPLETE, gang_ok, node=spec.tenant,
+                                   reason=Reason.REASON_UNSPECIFIED if gang_ok else Reason.GANG_INCOMPLETE,
+                                   detail="" if gang_ok else f"gang {spec.gang_id!r} waits for its members"))
+    if not gang_ok:
+        return Evaluation(Reason.GANG_INCOMPLETE, _skipped(checks), hold_uj, grade)
+
+    mdev = spec.resources.gpu_mdev
+    own_d = own_pass(tree, state.usage, spec.tenant, MDEV, mdev)
+    dev = own_d if own_d.ok else total_fit(tree, state.usage, spec.tenant, MDEV, mdev, True)
+    checks.append(_check(CheckStep.DEVICES_ENTITLEMENT_CHECK, dev, mdev, None, Reason.DEVICES_ENTITLEMENT,
+                         "milli-devices within guarantee" if own_d.ok else "milli-devices beyond guarantee: borrowed"))
+    if not dev.ok:
+        return Evaluation(Reason.DEVICES_ENTITLEMENT, _skipped(checks), hold_uj, grade)
+
+    own_e = own_pass(tree, state.usage, spec.tenant, UJ, hold_uj)
+    checks.append(_check(CheckStep.ENERGY_OWN_PASS_CHECK, own_e, hold_uj, grade, Reason.ENERGY_OWN_PASS,
+                         "within its own guarantee" if own_e.ok else f"above the guarantee of {own_e.node!r}"))
+    borrowing = not (own_e.ok and own_d.ok)
+    victims: Victims | None = None
+    if not borrowing:
+        victims = choose(state, reclaim_candidates(state, claim) if may_preempt else [],
+                         _own_fits(claim, hold_uj), _preempter(claim, now_ns))
+        if victims is None:
+            checks[-1] = EntitlementCheck(CheckStep.ENERGY_OWN_PASS_CHECK, False, True, own_e.node, own_e.guarantee,
+                                          own_e.usage, hold_uj, 0, None, grade,
+                                          "its guarantee is in use by claims that may not be preempted for it",
+                                          Reason.ENERGY_OWN_PASS)
+            return Evaluation(Reason.ENERGY_OWN_PASS, _skipped(checks), hold_uj, grade)
+    else:
+        estimator = grade is Grade.Estimator
+        checks.append(EntitlementCheck(CheckStep.ESTIMATOR_GRADE_CHECK, not estimator, node=spec.tenant,
+                                       hold=hold_uj, grade=grade,
+                                       reason=Reason.ESTIMATOR_MAY_NOT_BORROW if estimator else Reason.REASON_UNSPECIFIED,
+                                       detail="an Estimator estimate may not borrow" if estimator else ""))
+        failure = Reason.ESTIMATOR_MAY_NOT_BORROW
+        if not estimator:
+            surplus = total_fit(tree, state.usage, spec.tenant, UJ, hold_uj, True)
+            checks.append(_check(CheckStep.ENERGY_SURPLUS_PASS_CHECK, surplus, hold_uj, grade, Reason.ENERGY_SURPLUS,
+                                 "borrowed from surplus" if surplus.ok else f"beyond what {surplus.node!r} may borrow"))
+            failure = Reason.REASON_UNSPECIFIED if surplus.ok else Reason.ENERGY_SURPLUS
+        if failure is not Reason.REASON_UNSPECIFIED:
+            victims = choose(state, priority_candidates(state, claim) if may_preempt else [],
+                             _own_fits(claim, hold_uj), _preempter(claim, now_ns))
+            if victims is None:
+                return Evaluation(failure, _skipped(checks), hold_uj, grade)
+            borrowing = False
+    target = victims.state if victims else state
+    placed = place(target.workers, target.loads, target.free_index, spec)
+    checks.append(EntitlementCheck(CheckStep.PLACEMENT_CHECK, placed is not None, node=spec.tenant,
+                                   reason=Reason.REASON_UNSPECIFIED if placed else Reason.NO_ELIGIBLE_WORKER,
+                                   detail=f"placed on {placed[0]!r}" if placed else "no worker can take it"))
+    if placed is None:
+        return Evaluation(Reason.NO_ELIGIBLE_WORKER, _skipped(checks), hold_uj, grade)
+    return Evaluation(Reason.ADMISSIBLE, tuple(checks), hold_uj, grade, borrowing,
+                      victims.claims if victims else (), placed[0], placed[1])
+
+
+def admit_events(state: ClusterState, claim: Claim, ev: Evaluation, now_ns: int) -> list:
+    """The events that carry out an ADMISSIBLE evaluation: preemptions first."""
+    events, scratch = [], state
+    for victim in ev.victims:
+        event = settle(scratch, victim.claim_id, now_ns, Preempted, by_claim=claim.claim_id)
+        events.append(event)
+        scratch = apply(scratch, event)
+    events.append(ClaimAdmitted(claim.claim_id, ev.hold_uj, ev.hold_grade, ev.worker, ev.devices, ev.borrowed,
+                                scratch.next_admit_seq, now_ns))
+    return events

@@ -1,0 +1,64 @@
+"""Gangs (RULES §4): all members placed and the whole gang's energy within
+budget in one decision, or nothing. Members are judged one after another on a
+scratch state holding the members already judged, so the gang's total is what
+must fit; the scratch is discarded unless every member passes. Gangs do not
+preempt.
+
+A gang is refused (GANG_NEVER_FITS) when a necessary condition fails for the
+members present, since more members only make it worse: its energy or
+milli-devices above the root's guarantee, a member no empty registered worker
+could take, more exclusive members than workers, more members than the
+workers' concurrency allows, or a resource total above the cluster's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .admission import Evaluation, admit_events, evaluate, hold_for
+from .placement import check_worker
+from .reasons import Placement, Reason
+from .snapshot import SCALAR_FIELDS, Claim, ClusterState, WorkerLoad
+from .transitions import apply
+
+
+def members(state: ClusterState, gang_id: str) -> list[Claim]:
+    return sorted((state.claims[m] for m in state.gangs.get(gang_id, ())), key=lambda c: c.seq)
+
+
+def complete(state: ClusterState, gang_id: str, size: int) -> bool:
+    return len(state.gangs.get(gang_id, ())) >= size
+
+
+def never_fits(state: ClusterState, gang: list[Claim]) -> bool:
+    root = state.tree.nodes[state.tree.root]
+    holds = [hold_for(state, c.spec) for c in gang]
+    if sum(h[0] for h in holds if isinstance(h, tuple)) > root.guarantee_uj:
+        return True
+    if sum(c.spec.resources.gpu_mdev for c in gang) > root.guarantee_mdev:
+        return True
+    workers = list(state.workers.values())
+    empty = {w.worker_id: WorkerLoad(device_used=(0,) * len(w.devices)) for w in workers}
+    for c in gang:
+        if not any(check_worker(replace(w, live=True), empty[w.worker_id], c.spec)[1] is not None for w in workers):
+            return True
+    if sum(c.spec.placement is Placement.PLACEMENT_EXCLUSIVE for c in gang) > len(workers):
+        return True
+    if all(w.max_concurrency for w in workers) and len(gang) > sum(w.max_concurrency for w in workers):
+        return True
+    capacity = [sum(getattr(w.capacity, f) for w in workers) for f in SCALAR_FIELDS]
+    asked = [sum(getattr(c.spec.resources, f) for c in gang) for f in SCALAR_FIELDS]
+    return any(a > cap for a, cap in zip(asked, capacity))
+
+
+def decide_gang(state: ClusterState, gang: list[Claim], now_ns: int) -> tuple[Reason, list, Evaluation | None]:
+    """(reason, events, failing evaluation) for a complete gang."""
+    scratch, events = state, []
+    for member in gang:
+        ev = evaluate(scratch, member, now_ns, may_preempt=False)
+        if ev.reason is not Reason.ADMISSIBLE:
+            return ev.reason, [], ev
+        for event in admit_events(scratch, member, ev, now_ns):
+            events.append(event)
+            scratch = apply(scratch, event)
+    return Reason.ADMISSIBLE, events, None

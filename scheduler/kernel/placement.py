@@ -1,0 +1,156 @@
+"""Placement on workers (RULES §5, after Loom's resource admission).
+
+A worker takes a claim only if, in this order: it is eligible (live, offers
+every requested GPU type) → for an exclusive claim it is empty → it holds no
+exclusive claim → reserved + requested fits every field → its active count is
+below max_concurrency (0 = unlimited). GPUs are picked as concrete devices: a
+fractional request takes the fitting device with the least free mdev (then
+id); a whole-GPU request takes the lowest-id wholly free devices.
+
+Choice among workers is best fit: the passing worker with the fewest free
+milli-devices, then the fewest free cpu_millis, then the smallest id. The
+`free_index` (sorted by exactly that key) makes this a bisect plus a short
+scan instead of a pass over every worker.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from dataclasses import dataclass
+
+from protos.energy import MDEV_PER_DEVICE
+
+from .reasons import Placement, Reason
+from .snapshot import SCALAR_FIELDS, ClaimSpec, DeviceShare, Resources, Worker, WorkerLoad
+
+
+def _matching(worker: Worker, req: Resources) -> list[int]:
+    return [i for i, d in enumerate(worker.devices) if not req.gpu_types or d.device_type in req.gpu_types]
+
+
+def pick_devices(worker: Worker, load: WorkerLoad, req: Resources) -> tuple[DeviceShare, ...] | None:
+    if not req.gpu_mdev:
+        return ()
+    used = load.device_used or (0,) * len(worker.devices)
+    matching = _matching(worker, req)
+    if req.gpu_mdev < MDEV_PER_DEVICE:
+        fitting = [(MDEV_PER_DEVICE - used[i], worker.devices[i].device_id) for i in matching
+                   if MDEV_PER_DEVICE - used[i] >= req.gpu_mdev]
+        return (DeviceShare(min(fitting)[1], req.gpu_mdev),) if fitting else None
+    free = sorted(worker.devices[i].device_id for i in matching if used[i] == 0)
+    wanted = req.gpu_mdev // MDEV_PER_DEVICE
+    if len(free) < wanted:
+        return None
+    return tuple(DeviceShare(d, MDEV_PER_DEVICE) for d in free[:wanted])
+
+
+def placeable_mdev(worker: Worker, load: WorkerLoad, req: Resources) -> int:
+    """The GPU figure an explanation shows as available for this request: the
+    most one device can give a fraction, or the wholly free devices."""
+    used = load.device_used or (0,) * len(worker.devices)
+    matching = _matching(worker, req)
+    if 0 < req.gpu_mdev < MDEV_PER_DEVICE:
+        return max((MDEV_PER_DEVICE - used[i] for i in matching), default=0)
+    return MDEV_PER_DEVICE * sum(1 for i in matching if used[i] == 0)
+
+
+def check_worker(worker: Worker, load: WorkerLoad, spec: ClaimSpec) -> tuple[Reason, tuple[DeviceShare, ...] | None]:
+    """The worker's reason code (ADMISSIBLE when it takes the claim) and the
+    devices it would give."""
+    req = spec.resources
+    if not worker.live or (req.gpu_types and not set(req.gpu_types) <= {d.device_type for d in worker.devices}):
+        return Reason.WORKER_INELIGIBLE, None
+    if spec.placement is Placement.PLACEMENT_EXCLUSIVE and load.active:
+        return Reason.EXCLUSIVE_WORKER_BUSY, None
+    if load.exclusive:
+        return Reason.WORKER_HAS_EXCLUSIVE_TASK, None
+    devices = None
+    if (load.cpu_millis + req.cpu_millis <= worker.cpu_millis
+            and load.memory_mb + req.memory_mb <= worker.memory_mb
+            and load.disk_mb + req.disk_mb <= worker.disk_mb):
+        devices = pick_devices(worker, load, req)
+    if devices is None:
+        return Reason.RESOURCE_RESERVATION_UNAVAILABLE, None
+    if worker.max_concurrency and len(load.active) >= worker.max_concurrency:
+        return Reason.WORKER_CONCURRENCY_REACHED, None
+    return Reason.ADMISSIBLE, devices
+
+
+def place(workers, loads, free_index, spec: ClaimSpec) -> tuple[str, tuple[DeviceShare, ...]] | None:
+    """Best fit through the free index: the first passing worker at or after
+    the request's (mdev, cpu) key."""
+    req = spec.resources
+    for free_mdev, free_cpu, worker_id in free_index[bisect_left(free_index, (req.gpu_mdev, req.cpu_millis, "")):]:
+        if free_cpu < req.cpu_millis:
+            continue
+        reason, devices = check_worker(workers[worker_id], loads[worker_id], spec)
+        if devices is not None and reason is Reason.ADMISSIBLE:
+            return worker_id, devices
+    return None
+
+
+# Loads and the index, maintained by apply().
+
+def free_key(worker: Worker, load: WorkerLoad) -> tuple[int, int, str]:
+    return (MDEV_PER_DEVICE * len(worker.devices) - load.gpu_mdev,
+            worker.cpu_millis - load.cpu_millis, worker.worker_id)
+
+
+def reindex(index: tuple, old: tuple | None, new: tuple | None) -> tuple:
+    if old == new:
+        return index
+    entries = list(index)
+    if old is not None:
+        del entries[bisect_left(entries, old)]
+    if new is not None:
+        insort(entries, new)
+    return tuple(entries)
+
+
+def adjust(worker: Worker, load: WorkerLoad, claim_id: str, spec: ClaimSpec,
+           devices: tuple[DeviceShare, ...], sign: int) -> WorkerLoad:
+    """A load with one claim's reservation added (sign 1) or removed (-1)."""
+    req = spec.resources
+    used = list(load.device_used or (0,) * len(worker.devices))
+    position = {d.device_id: i for i, d in enumerate(worker.devices)}
+    for share in devices:
+        if share.device_id in position:  # a device gone on re-registration holds nothing
+            used[position[share.device_id]] += sign * share.mdev
+    active = list(load.active)
+    if sign > 0:
+        insort(active, claim_id)
+    else:
+        active.remove(claim_id)
+    exclusive = spec.placement is Placement.PLACEMENT_EXCLUSIVE
+    return WorkerLoad(load.cpu_millis + sign * req.cpu_millis, load.memory_mb + sign * req.memory_mb,
+                      load.disk_mb + sign * req.disk_mb, tuple(used), tuple(active),
+                      load.exclusive + (sign if exclusive else 0))
+
+
+@dataclass(frozen=True, slots=True)
+class FieldFigure:
+    field: str
+    requested: int
+    capacity: int
+    reserved: int
+    available_before: int
+    available_after: int  # negative where it would not fit
+    shortfall: int
+
+
+def field_figures(worker: Worker, load: WorkerLoad, req: Resources) -> tuple[FieldFigure, ...]:
+    """Per-field figures for an explanation, and `concurrency` last."""
+    capacity = worker.capacity
+    figures = []
+    for name in SCALAR_FIELDS:
+        requested, cap = getattr(req, name), getattr(capacity, name)
+        reserved = load.gpu_mdev if name == "gpu_mdev" else getattr(load, name)
+        before = placeable_mdev(worker, load, req) if name == "gpu_mdev" else max(0, cap - reserved)
+        figures.append(FieldFigure(name, requested, cap, reserved, before, before - requested,
+                                   max(0, requested - before)))
+    limit = worker.max_concurrency
+    if limit:
+        before = max(0, limit - len(load.active))
+        figures.append(FieldFigure("concurrency", 1, limit, len(load.active), before, before - 1,
+                                   max(0, 1 - before)))
+    return tuple(figures)

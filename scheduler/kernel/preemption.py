@@ -1,0 +1,84 @@
+"""Preemption order and victim choice (RULES §6).
+
+Victims are taken only (a) to give a claim that fits its own guarantee the
+capacity that was lent — the victims are borrowed claims, of other tenants or
+of lower priority in the same tenant — or (b) for a claim that outranks them
+within its own tenant. A borrowing claim never preempts, and a victim always
+either borrowed from the preemptor's guarantee or has a strictly lower
+priority in the same tenant, so no two claims can preempt each other in turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import cmp_to_key
+
+from protos.energy import Grade
+
+from .reasons import Tier
+from .snapshot import Claim, ClusterState
+
+
+def tier(claim: Claim) -> Tier:
+    measured = (claim.completed_units > 0 and claim.measured_grade is not None
+                and claim.measured_grade < Grade.Estimator)
+    return Tier.MEASURED if measured else Tier.UNMEASURED
+
+
+def _compare(a: Claim, b: Claim) -> int:
+    ta, tb = tier(a), tier(b)
+    if ta != tb:
+        return -1 if ta is Tier.MEASURED else 1
+    if ta is Tier.MEASURED:
+        # worst µJ per completed unit first, exactly: a_uj/a_units vs b_uj/b_units
+        left, right = a.measured_uj * b.completed_units, b.measured_uj * a.completed_units
+        if left != right:
+            return -1 if left > right else 1
+    for x, y in ((a.spec.priority, b.spec.priority), (-a.admitted_seq, -b.admitted_seq), (a.claim_id, b.claim_id)):
+        if x != y:
+            return -1 if x < y else 1
+    return 0
+
+
+def ordered(claims: Iterable[Claim]) -> list[Claim]:
+    """Worst first: measured by µJ per unit, then unmeasured; ties by lower
+    priority, most recently admitted, id."""
+    return sorted(claims, key=cmp_to_key(_compare))
+
+
+def open_claims(state: ClusterState, tenants: Iterable[str] | None = None) -> list[Claim]:
+    names = state.open_by_tenant if tenants is None else [t for t in tenants if t in state.open_by_tenant]
+    return [state.claims[c] for t in names for c in state.open_by_tenant[t]]
+
+
+def reclaim_candidates(state: ClusterState, claim: Claim) -> list[Claim]:
+    return ordered(c for c in open_claims(state) if c.borrowed
+                   and (c.tenant != claim.tenant or c.spec.priority < claim.spec.priority))
+
+
+def priority_candidates(state: ClusterState, claim: Claim) -> list[Claim]:
+    return ordered(c for c in open_claims(state, [claim.tenant]) if c.spec.priority < claim.spec.priority)
+
+
+@dataclass(frozen=True, slots=True)
+class Victims:
+    claims: tuple[Claim, ...]
+    state: ClusterState  # the state with them removed
+
+
+def choose(state: ClusterState, candidates: list[Claim], blocking: Callable[[ClusterState], str | None],
+           remove: Callable[[ClusterState, Claim], ClusterState]) -> Victims | None:
+    """Walk the candidates in order, taking each one under the node that
+    still blocks, until nothing blocks; None (take nobody) if they cannot
+    suffice. `blocking` names the blocking node, or None once it fits."""
+    taken: list[Claim] = []
+    node = blocking(state)
+    for candidate in candidates:
+        if node is None:
+            break
+        if node in state.tree.path(candidate.tenant):
+            taken.append(candidate)
+            state = remove(state, candidate)
+            node = blocking(state)
+    return Victims(tuple(taken), state) if node is None else None

@@ -1,0 +1,243 @@
+"""Immutable snapshots: the records the kernel reads and `apply` produces.
+
+Everything is a frozen, slotted dataclass holding ints, strings, tuples and
+PMaps. Sets are kept as sorted tuples so that equal states compare equal and
+nothing depends on hash order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from protos.energy import MDEV_PER_DEVICE, Grade
+
+from .pmap import PMap
+from .reasons import ClaimState, Placement, Reason
+
+@dataclass(frozen=True, slots=True)
+class Resources:
+    """What a claim requests or a worker offers (RULES §5). GPUs are in
+    milli-devices; `gpu_types` is sorted and without repeats."""
+
+    cpu_millis: int = 0
+    memory_mb: int = 0
+    disk_mb: int = 0
+    gpu_mdev: int = 0
+    gpu_types: tuple[str, ...] = ()
+
+
+SCALAR_FIELDS = ("cpu_millis", "memory_mb", "disk_mb", "gpu_mdev")
+
+
+@dataclass(frozen=True, slots=True)
+class Tenant:
+    """One node of the entitlement tree as configured (RULES §3)."""
+
+    name: str
+    parent: str = ""  # empty for the root
+    guarantee_uj: int = 0
+    guarantee_mdev: int = 0
+    weight: int = 1
+    borrow_limit_uj: int | None = None
+    lend_limit_uj: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WorkClass:
+    """An operator-declared class of comparable work (RULES §7)."""
+
+    name: str
+    required: int = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Threshold:
+    device_kind: str  # a GPU type, or "cpu"
+    uw: int           # per whole device
+
+
+@dataclass(frozen=True, slots=True)
+class IdlePolicy:
+    """RULES §8. The default has no thresholds, so nothing is ever Idle."""
+
+    window_ns: int = 0
+    thresholds: tuple[Threshold, ...] = ()
+
+    def threshold(self, kind: str) -> int:
+        for t in self.thresholds:
+            if t.device_kind == kind:
+                return t.uw
+        return 0
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    device_id: str
+    device_type: str
+
+
+@dataclass(frozen=True, slots=True)
+class Worker:
+    """A host's capacity after overrides; GPUs as concrete devices of 1000 mdev."""
+
+    worker_id: str
+    cpu_millis: int = 0
+    memory_mb: int = 0
+    disk_mb: int = 0
+    devices: tuple[Device, ...] = ()
+    max_concurrency: int = 0  # 0 = unlimited
+    live: bool = True
+
+    @property
+    def capacity(self) -> Resources:
+        return Resources(self.cpu_millis, self.memory_mb, self.disk_mb,
+                         MDEV_PER_DEVICE * len(self.devices),
+                         tuple(sorted({d.device_type for d in self.devices})))
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerLoad:
+    """What the open claims on one worker reserve. `device_used` is aligned
+    with `Worker.devices`; `active` is sorted."""
+
+    cpu_millis: int = 0
+    memory_mb: int = 0
+    disk_mb: int = 0
+    device_used: tuple[int, ...] = ()
+    active: tuple[str, ...] = ()
+    exclusive: int = 0
+
+    @property
+    def gpu_mdev(self) -> int:
+        return sum(self.device_used)
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimSpec:
+    """A claim as submitted (claims.proto SubmitRequest)."""
+
+    claim_id: str
+    tenant: str
+    resources: Resources = Resources()
+    placement: Placement = Placement.PLACEMENT_SHARED
+    estimate_uj: int | None = None
+    work_class: str = ""
+    priority: int = 0
+    gang_id: str = ""
+    gang_size: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceShare:
+    device_id: str
+    mdev: int
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A claim's life: pending, admitted (placed, holding), then settled."""
+
+    spec: ClaimSpec
+    seq: int
+    state: ClaimState = ClaimState.PENDING
+    reason: Reason = Reason.REASON_UNSPECIFIED
+    hold_uj: int = 0
+    hold_grade: Grade | None = None
+    worker: str = ""
+    devices: tuple[DeviceShare, ...] = ()
+    borrowed: bool = False
+    admitted_seq: int = 0
+    admitted_ns: int = 0
+    measured_uj: int = 0
+    measured_grade: Grade | None = None  # None: nothing measured yet
+    completed_units: int = 0
+    settled_ns: int = 0
+    settled_uj: int = 0  # the actual that replaced the hold
+    settled_grade: Grade | None = None
+
+    @property
+    def claim_id(self) -> str:
+        return self.spec.claim_id
+
+    @property
+    def tenant(self) -> str:
+        return self.spec.tenant
+
+    @property
+    def overrun(self) -> bool:
+        return self.measured_grade is not None and self.measured_uj > self.hold_uj
+
+    @property
+    def usage_uj(self) -> int:
+        """RULES §3: an open claim counts the larger of its hold and its spend."""
+        return max(self.hold_uj, self.measured_uj)
+
+    @property
+    def actual(self) -> tuple[int, Grade | None]:
+        """The figure that replaces the hold on settling: what was measured,
+        or, with no measurement at all, the hold (it cannot be shown to have
+        spent less). A pending claim never held anything."""
+        if self.state is ClaimState.PENDING:
+            return 0, None
+        if self.measured_grade is not None:
+            return self.measured_uj, self.measured_grade
+        return self.hold_uj, self.hold_grade
+
+
+@dataclass(frozen=True, slots=True)
+class NodeUsage:
+    """Maintained roll-up of one tree node, per dimension (µJ, mdev).
+
+    direct: claims of the node itself; total: the whole subtree; inner: direct
+    plus each child's usage capped at its guarantee (what the subtree uses
+    within guarantees); locked_uj: Σ over children of guarantee they may not
+    lend (lend limit) and do not use."""
+
+    direct_uj: int = 0
+    total_uj: int = 0
+    inner_uj: int = 0
+    locked_uj: int = 0
+    direct_mdev: int = 0
+    total_mdev: int = 0
+    inner_mdev: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ClassStats:
+    """RULES §7 observations of one work class, kept as counts and a maximum."""
+
+    observations: int = 0
+    excluded_estimator: int = 0
+    eligible: int = 0
+    max_uj: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterState:
+    """The whole snapshot. Derived fields (usage, loads, free_index, gangs,
+    open_by_tenant) are maintained by `apply` and equal `rebuild`'s result."""
+
+    tree: object | None = None  # TenantTree; typed loosely to keep imports one-way
+    period_ns: int = 0          # 0: the period is "none" (lifetime)
+    epoch_ns: int = 0
+    period_index: int = 0
+    classes: PMap = field(default_factory=PMap)       # name -> WorkClass
+    idle: IdlePolicy = IdlePolicy()
+    config_digest: bytes = b""
+    workers: PMap = field(default_factory=PMap)       # id -> Worker
+    acked: PMap = field(default_factory=PMap)         # worker id -> highest window seq counted
+    claims: PMap = field(default_factory=PMap)        # id -> Claim, settled ones included
+    pending: tuple[tuple[int, int, str], ...] = ()  # (-priority, seq, id), sorted
+    settled: PMap = field(default_factory=PMap)       # id -> None: settled in the current period
+    class_stats: PMap = field(default_factory=PMap)   # work class -> ClassStats
+    next_seq: int = 1
+    next_admit_seq: int = 1
+    # derived
+    usage: PMap = field(default_factory=PMap)         # tenant -> NodeUsage
+    loads: PMap = field(default_factory=PMap)         # worker id -> WorkerLoad
+    free_index: tuple[tuple[int, int, str], ...] = ()  # live workers: (free mdev, free cpu, id)
+    gangs: PMap = field(default_factory=PMap)         # gang id -> sorted pending member ids
+    open_by_tenant: PMap = field(default_factory=PMap)  # tenant -> PMap of admitted claim ids
+
+    def claim(self, claim_id: str) -> Claim | None:
+        return self.claims.get(claim_id)

@@ -1,0 +1,125 @@
+"""The entitlement tree (RULES §3): load and validate, then keep each node's
+usage rolled up. `rollup` recomputes from scratch; `bump` applies one change
+along one path in O(depth), and the two always agree (property-tested)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from .pmap import PMap
+from .snapshot import NodeUsage, Tenant
+
+
+class TreeError(ValueError):
+    """A configuration refused at load, naming the node at fault."""
+
+    def __init__(self, node: str, message: str) -> None:
+        super().__init__(f"tenant {node!r}: {message}")
+        self.node = node
+
+
+@dataclass(frozen=True, slots=True)
+class TenantTree:
+    root: str
+    nodes: PMap      # name -> Tenant
+    children: PMap   # name -> sorted child names
+    paths: PMap      # name -> (name, parent, ..., root)
+    order: tuple[str, ...]  # parents before children, siblings by name
+
+    def path(self, name: str) -> tuple[str, ...]:
+        return self.paths[name]
+
+    def guarantee(self, name: str) -> tuple[int, int]:
+        node = self.nodes[name]
+        return node.guarantee_uj, node.guarantee_mdev
+
+
+def _check_fields(t: Tenant) -> None:
+    if not t.name:
+        raise TreeError(t.name, "a tenant needs a name")
+    if t.weight < 1:
+        raise TreeError(t.name, f"weight must be >= 1, got {t.weight}")
+    for label in ("guarantee_uj", "guarantee_mdev", "borrow_limit_uj", "lend_limit_uj"):
+        value = getattr(t, label)
+        if value is not None and value < 0:
+            raise TreeError(t.name, f"{label} must not be negative, got {value}")
+
+
+def load_tree(tenants: Iterable[Tenant]) -> TenantTree:
+    nodes: dict[str, Tenant] = {}
+    for t in tenants:
+        _check_fields(t)
+        if t.name in nodes:
+            raise TreeError(t.name, "declared twice")
+        nodes[t.name] = t
+    roots = sorted(n for n, t in nodes.items() if not t.parent)
+    if len(roots) != 1:
+        raise TreeError(roots[1] if roots else "", f"the tree needs exactly one root, found {len(roots)}")
+    children: dict[str, list[str]] = {n: [] for n in nodes}
+    for name in sorted(nodes):
+        parent = nodes[name].parent
+        if parent and parent not in nodes:
+            raise TreeError(name, f"unknown parent {parent!r}")
+        if parent:
+            children[parent].append(name)
+    order = [roots[0]]
+    for name in order:  # grows while iterating: breadth first
+        order.extend(children[name])
+    if len(order) != len(nodes):
+        stray = min(set(nodes) - set(order))
+        raise TreeError(stray, "is on a cycle: it does not lead to the root")
+    paths: dict[str, tuple[str, ...]] = {roots[0]: (roots[0],)}
+    for name in order[1:]:
+        paths[name] = (name, *paths[nodes[name].parent])
+    for name in order:
+        kids = [nodes[c] for c in children[name]]
+        for label in ("guarantee_uj", "guarantee_mdev"):
+            below = sum(getattr(k, label) for k in kids)
+            if below > getattr(nodes[name], label):
+                raise TreeError(name, f"children's {label} sum to {below}, above the node's {getattr(nodes[name], label)}")
+    return TenantTree(roots[0], PMap(nodes), PMap({n: tuple(c) for n, c in children.items()}),
+                      PMap(paths), tuple(order))
+
+
+def _locked(t: Tenant, total_uj: int) -> int:
+    """Guarantee a node neither uses nor may lend (its lend limit)."""
+    if t.lend_limit_uj is None:
+        return 0
+    return max(0, t.guarantee_uj - t.lend_limit_uj - total_uj)
+
+
+def rollup(tree: TenantTree, direct: Mapping[str, tuple[int, int]]) -> PMap:
+    """Full recomputation from each node's direct (µJ, mdev) usage."""
+    out: dict[str, NodeUsage] = {}
+    for name in reversed(tree.order):
+        d_uj, d_mdev = direct.get(name, (0, 0))
+        total_uj, inner_uj, locked, total_mdev, inner_mdev = d_uj, d_uj, 0, d_mdev, d_mdev
+        for child in tree.children[name]:
+            u, t = out[child], tree.nodes[child]
+            total_uj += u.total_uj
+            total_mdev += u.total_mdev
+            inner_uj += min(t.guarantee_uj, u.inner_uj)
+            inner_mdev += min(t.guarantee_mdev, u.inner_mdev)
+            locked += _locked(t, u.total_uj)
+        out[name] = NodeUsage(d_uj, total_uj, inner_uj, locked, d_mdev, total_mdev, inner_mdev)
+    return PMap(out)
+
+
+def bump(tree: TenantTree, usage: PMap, tenant: str, d_uj: int, d_mdev: int) -> PMap:
+    """Add (d_uj, d_mdev) to `tenant`'s direct usage, fixing its ancestors."""
+    if not d_uj and not d_mdev:
+        return usage
+    in_uj, in_mdev, d_locked = d_uj, d_mdev, 0
+    for i, name in enumerate(tree.path(tenant)):
+        t, old = tree.nodes[name], usage[name]
+        new = NodeUsage(
+            old.direct_uj + (d_uj if i == 0 else 0), old.total_uj + d_uj,
+            old.inner_uj + in_uj, old.locked_uj + d_locked,
+            old.direct_mdev + (d_mdev if i == 0 else 0), old.total_mdev + d_mdev,
+            old.inner_mdev + in_mdev)
+        usage = usage.set(name, new)
+        in_uj = min(t.guarantee_uj, new.inner_uj) - min(t.guarantee_uj, old.inner_uj)
+        in_mdev = min(t.guarantee_mdev, new.inner_mdev) - min(t.guarantee_mdev, old.inner_mdev)
+        d_locked = _locked(t, new.total_uj) - _locked(t, old.total_uj)
+    return usage

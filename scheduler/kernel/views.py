@@ -1,0 +1,67 @@
+"""Read-only views the operations API shows: the tenant tree with usage,
+and workers with capacity, reserved and available (Loom's worker-capacity)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from protos.energy import Grade, worst
+
+from .placement import placeable_mdev
+from .snapshot import SCALAR_FIELDS, ClusterState, Resources, Tenant, Worker
+
+
+@dataclass(frozen=True, slots=True)
+class TenantView:
+    tenant: Tenant
+    usage_uj: int
+    usage_mdev: int
+    borrowed_uj: int     # usage above guarantee
+    measured_uj: int     # measured energy of the subtree: open claims and this period's settled ones
+    measured_grade: Grade | None
+
+
+def tenants(state: ClusterState) -> tuple[TenantView, ...]:
+    """Parents before children. Measured figures are summed here, on
+    demand, from the claims (an operator query, not a decision)."""
+    tree = state.tree
+    measured: dict[str, tuple[int, list[Grade]]] = {}
+    ids = [c for t in state.open_by_tenant for c in state.open_by_tenant[t]] + list(state.settled)
+    for claim in (state.claims[c] for c in ids):
+        uj, grade = (claim.measured_uj, claim.measured_grade) if claim.claim_id not in state.settled else (
+            claim.settled_uj, claim.settled_grade)
+        if grade is None:
+            continue
+        for name in tree.path(claim.tenant):
+            total, grades = measured.setdefault(name, (0, []))
+            grades.append(grade)
+            measured[name] = (total + uj, grades)
+    out = []
+    for name in tree.order:
+        u, node = state.usage[name], tree.nodes[name]
+        total, grades = measured.get(name, (0, []))
+        out.append(TenantView(node, u.total_uj, u.total_mdev, max(0, u.total_uj - node.guarantee_uj), total,
+                              worst(grades) if grades else None))
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerView:
+    worker: Worker
+    capacity: Resources
+    reserved: Resources
+    available: Resources
+    active_claims: tuple[str, ...]
+    exclusive: bool
+
+
+def workers(state: ClusterState) -> tuple[WorkerView, ...]:
+    out = []
+    for worker_id in sorted(state.workers):
+        worker, load = state.workers[worker_id], state.loads[worker_id]
+        capacity = worker.capacity
+        reserved = Resources(load.cpu_millis, load.memory_mb, load.disk_mb, load.gpu_mdev)
+        available = Resources(*(max(0, getattr(capacity, f) - getattr(reserved, f)) for f in SCALAR_FIELDS[:3]),
+                              placeable_mdev(worker, load, Resources()))
+        out.append(WorkerView(worker, capacity, reserved, available, load.active, bool(load.exclusive)))
+    return tuple(out)
