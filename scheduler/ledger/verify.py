@@ -108,10 +108,8 @@ class Verifier:
     def fail(self, index: int, reason: str, detail: str) -> None:
         if reason == "signature":
             self.signatures_ok = False
-        elif reason in ("chain", "sequence"):
+        else:       # a core that cannot be read cannot be linked either
             self.chain_ok = False
-        else:       # the entry could not be read: neither property holds for it
-            self.signatures_ok = self.chain_ok = False
         mark = (index, _ENTRY_ORDER.index(reason), reason, detail)
         if self._first_bad is None or mark < self._first_bad:
             self._first_bad = mark
@@ -132,6 +130,7 @@ class Verifier:
             message = cose.parse_whole(raw)
         except DcborError as exc:
             self.fail(i, exc.reason, f"envelope: {exc}")
+            self.signatures_ok = False
             self.stopped = True      # in an export the next receipt's start is lost too
             return None, None
         this = digest(raw)
@@ -170,8 +169,8 @@ class Verifier:
             self.fail(0, "signature", "the genesis names another steward key")
 
     def _signature_job(self, i: int, message: cose.Sign1) -> tuple[int, bytes, bytes] | None:
-        if self.key is None:
-            self.fail(i, "signature", "no steward key to check against")
+        if self.key is None:    # no --key and no readable genesis: that failure is at 0
+            self.signatures_ok = False
         elif message.key_id != self.key.key_id:
             self.fail(i, "signature", f"key id {message.key_id.hex()} is not the steward's")
         else:

@@ -47,21 +47,26 @@ def sign_statement(key: SigningKey, steward: PublicKey, ledger_id: bytes, length
     return cose.sign(key, dcbor.encode(body))
 
 
+def _well_formed(fields: object) -> bool:
+    return (type(fields) is dict and set(fields) == _FIELDS and fields["type"] == "witness"
+            and fields["profile"] == PROFILE and type(fields["length"]) is int
+            and type(fields["time_ns"]) is int
+            and all(type(fields[k]) is bytes and len(fields[k]) == 32
+                    for k in ("ledger_id", "head", "witness_key")))
+
+
 def read_statement(data: bytes) -> Statement:
     """A statement whose signature verifies under the key it names."""
     try:
         message = cose.parse_whole(data)
         fields = dcbor.decode(message.payload)
-        if type(fields) is not dict or set(fields) != _FIELDS or fields["type"] != "witness" \
-                or fields["profile"] != PROFILE:
-            raise WitnessRejected("malformed", "not a pool/1 witness statement")
-        witness = PublicKey(fields["witness_key"])
-        statement = Statement(fields["ledger_id"], fields["length"], fields["head"], witness,
-                              fields["time_ns"])
-    except (dcbor.DcborError, TypeError, ValueError) as exc:
-        if isinstance(exc, WitnessRejected):
-            raise
+    except dcbor.DcborError as exc:
         raise WitnessRejected("malformed", f"witness statement: {exc}") from None
+    if not _well_formed(fields):
+        raise WitnessRejected("malformed", "not a pool/1 witness statement")
+    witness = PublicKey(fields["witness_key"])
+    statement = Statement(fields["ledger_id"], fields["length"], fields["head"], witness,
+                          fields["time_ns"])
     if not message.verifies(witness):
         raise WitnessRejected("signature", "the statement's signature does not verify")
     return statement
