@@ -21,7 +21,7 @@ from pathlib import Path
 import grpc
 
 from agent import capacity
-from agent.clock import MonotonicClock, ReplayClock
+from agent.clock import MonotonicClock
 from agent.config import CHECKS, DEFAULT_PATH, Config, ConfigError, load
 from agent.meters import replay as replay_meter
 from agent.meters.base import CPU_PACKAGE, Meter
@@ -150,10 +150,8 @@ def _meters(args, config: Config) -> tuple[Selection, object, int | None]:
         clock = MonotonicClock()
         return select(config, clock), clock, None
     path = replay_meter.bundled_trace() if str(args.replay) == "bundled" else args.replay
-    rows, _ = replay_meter.load_trace(path)
-    clock = ReplayClock(rows[0].t_ns, args.replay_speed)
-    meter = replay_meter.ReplayMeter(path, clock)
-    return Selection([Choice(meter.device, meter)]), clock, meter.end_ns
+    meter = replay_meter.ReplayMeter(path, args.replay_speed)
+    return Selection([Choice(meter.device, meter)]), meter.clock, meter.end_ns
 
 
 def _print_windows(windows: list[Window]) -> None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from agent.clock import ReplayClock
 from agent.meters.base import COUNTER_UPDATE_NS, GPU, DeviceInfo, Integrator, MeterError, Reading
 from protos.energy import Grade, mj_to_uj, mw_to_uw
 from protos.pool.v1 import types_pb2
@@ -72,9 +73,9 @@ class ReplayMeter:
     meter_kind = types_pb2.REPLAY
     poll_ns = None            # every row is a sample; the clock says how far to go
 
-    def __init__(self, path: Path, clock, device_id: str | None = None):
+    def __init__(self, path: Path, speed: float = 0.0, device_id: str | None = None):
         self.rows, self._energy = load_trace(path)
-        self._clock = clock
+        self.clock = ReplayClock(self.rows[0].t_ns, speed)  # the trace's own time drives the sampler
         self._next = 0
         self._last: Row | None = None
         self._power = None if self._energy else Integrator()
@@ -85,7 +86,7 @@ class ReplayMeter:
         self.update_ns = COUNTER_UPDATE_NS
 
     def read(self) -> Reading:
-        now = self._clock.now_ns()
+        now = self.clock.now_ns()
         while self._next < len(self.rows) and self.rows[self._next].t_ns <= now:
             self._advance(self.rows[self._next])
             self._next += 1

@@ -1,0 +1,129 @@
+"""The bundled H200 trace, replayed: exact conservation and the fixture's phase means."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from protos.energy import Grade
+
+# fixtures/nvml-h200/README.md: phase → (counter delta µJ, mean W)
+PHASES = {
+    "idle0": (630270000, 78.8),
+    "start_compute": (10826801000, 537.9),
+    "after_compute": (683295000, 85.5),
+    "start_memory": (4495553000, 314.6),
+    "after_memory": (677430000, 84.7),
+    "start_parked": (1529160000, 112.9),
+    "after_parked": (723328000, 90.3),
+}
+
+
+def _energy_at(meter, t_ns: int) -> int:
+    return next(r.value for r in meter.rows if r.t_ns == t_ns)
+
+
+def test_bundled_trace_ships_in_the_package(kit):
+    TRACE = kit.trace
+    assert TRACE.is_file() and TRACE.parent.name == "data" and TRACE.parent.parent.name == "agent"
+
+
+def test_windows_sum_exactly_to_the_counter_delta_they_cover(kit):
+    windows, meter, clock = kit.replay()
+    assert len(windows) == 80  # 79.9 s of trace: 79 whole windows and the tail
+    assert [w.seq for w in windows] == list(range(1, len(windows) + 1))
+    for before, after in zip(windows, windows[1:]):
+        assert after.start_ns == before.end_ns  # contiguous: one boundary reading each
+    first = windows[0].start_ns - clock.unix_offset_ns
+    last = windows[-1].end_ns - clock.unix_offset_ns
+    assert sum(w.uj for w in windows) == _energy_at(meter, last) - _energy_at(meter, first)
+    assert all(w.grade is Grade.HwShunt and w.uj > 0 for w in windows)
+    for w in windows:  # never shorter than the counter's update period
+        assert w.end_ns - w.start_ns >= 100_000_000
+
+
+def _phase_trace(trace: Path, tmp_path: Path, phase: str) -> Path:
+    with open(trace, newline="") as src:
+        reader = csv.DictReader(src)
+        rows = [r for r in reader if r["phase"] == phase]
+    out = tmp_path / f"{phase}.csv"
+    with open(out, "w", newline="") as dst:
+        writer = csv.DictWriter(dst, fieldnames=reader.fieldnames)
+        writer.writeheader()
+        writer.writerows(rows)
+    return out
+
+
+@pytest.mark.parametrize("phase", PHASES)
+def test_each_phase_mean_power_within_one_percent_of_the_fixture(kit, tmp_path, phase):
+    windows, meter, clock = kit.replay(_phase_trace(kit.trace, tmp_path, phase))
+    uj = sum(w.uj for w in windows)
+    ns = windows[-1].end_ns - windows[0].start_ns
+    delta_uj, mean_w = PHASES[phase]
+    first, last = (t - clock.unix_offset_ns for t in (windows[0].start_ns, windows[-1].end_ns))
+    assert uj == _energy_at(meter, last) - _energy_at(meter, first)
+    assert uj <= delta_uj
+    assert uj * 1000 / ns == pytest.approx(mean_w, rel=0.01)
+
+
+def test_power_instant_integration_agrees_with_the_counter_within_one_percent(kit, tmp_path):
+    power_only = tmp_path / "power.csv"
+    with open(kit.trace, newline="") as src, open(power_only, "w", newline="") as dst:
+        writer = csv.writer(dst)
+        writer.writerow(["t_mono_ns", "power_instant_mw"])
+        writer.writerows((r["t_mono_ns"], r["power_instant_mw"]) for r in csv.DictReader(src))
+    modelled, _, _ = kit.replay(power_only)
+    measured, _, _ = kit.replay()
+    assert all(w.grade is Grade.ModelBased for w in modelled)
+    assert sum(w.uj for w in modelled) == pytest.approx(sum(w.uj for w in measured), rel=0.01)
+
+
+def test_an_empty_energy_cell_is_a_missing_reading_not_zero(kit, tmp_path):
+    holed = tmp_path / "holed.csv"
+    lines = kit.trace.read_text().splitlines()
+    header = lines[0].split(",")
+    col = header.index("energy_mj")
+    for target in range(250, 280):  # 300 ms without a value: boundary reads land in it
+        cells = lines[target].split(",")
+        cells[col] = ""
+        lines[target] = ",".join(cells)
+    holed.write_text("\n".join(lines[:400]) + "\n")
+    windows, _, _ = kit.replay(holed, window_ms=100)
+    gaps = [w for w in windows if w.uj is None]
+    assert gaps and all(w.mean_uw is None and w.gap for w in gaps)
+    assert all(w.uj > 0 for w in windows if w.uj is not None)
+
+
+@pytest.mark.slow
+def test_pool_agent_replay_stdout_as_a_real_process(kit):
+    exe = Path(sys.executable).with_name("pool-agent")
+    done = subprocess.run([str(exe), "--replay", str(kit.trace), "--replay-speed", "0", "--window-ms", "1000",
+                           "--stdout"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    windows, _, _ = kit.replay()
+    assert len(lines) == len(windows)
+    assert set(lines[0]) == {"device", "seq", "start_ns", "end_ns", "uj", "grade", "mean_uw"}
+    assert [x["uj"] for x in lines] == [w.uj for w in windows]
+    assert {x["grade"] for x in lines} == {"HwShunt"}
+
+
+def test_real_time_replay_paces_itself(kit, tmp_path):
+    started = time.monotonic()
+    windows, _, _ = kit.replay(_phase_trace(kit.trace, tmp_path, "idle0"), window_ms=1000, speed=40.0)
+    assert len(windows) == 8  # 7.99 s: seven whole windows and the tail
+    assert time.monotonic() - started >= 7.9 / 40
+
+
+def test_a_trace_without_the_columns_is_refused(tmp_path):
+    from agent.meters.replay import TraceError, load_trace
+    bad = tmp_path / "bad.csv"
+    bad.write_text("time,energy\n1,2\n")
+    with pytest.raises(TraceError, match="t_mono_ns"):
+        load_trace(bad)
