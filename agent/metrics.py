@@ -31,15 +31,24 @@ class AgentMetrics:
         self.dropped = Counter("pool_agent_dropped_windows",
                                "Windows dropped unsent because the buffer was full (oldest first)", registry=r)
         self.reconnects = Counter("pool_agent_reconnects", "Stream (re)connection attempts", registry=r)
+        self._children: dict[tuple, object] = {}
+
+    def _child(self, metric, *labels):
+        """metric.labels(...) memoised: the lookup is most of a window's cost."""
+        key = (metric._name, labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
 
     def window(self, w: Window) -> None:
-        self.windows.labels(w.device_id).inc()
+        self._child(self.windows, w.device_id).inc()
         if w.uj is None:
-            self.gaps.labels(w.device_id).inc()
+            self._child(self.gaps, w.device_id).inc()
             return
-        self.device_uj.labels(w.device_id, w.grade.name).inc(w.uj)
+        self._child(self.device_uj, w.device_id, w.grade.name).inc(w.uj)
         for share in w.shares:
-            self.occupant_uj.labels(w.device_id, share.occupant, share.grade.name).inc(share.uj)
+            self._child(self.occupant_uj, w.device_id, share.occupant, share.grade.name).inc(share.uj)
 
     def serve(self, listen: str) -> None:
         host, _, port = listen.rpartition(":")
