@@ -29,10 +29,8 @@ CREATE TRIGGER receipts_no_delete BEFORE DELETE ON receipts
 
 def _connect(path: Path, mode: str) -> sqlite3.Connection:
     try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode={mode}", uri=True,
+        return sqlite3.connect(f"{path.resolve().as_uri()}?mode={mode}", uri=True,
                                isolation_level=None, check_same_thread=False)
-        conn.execute("PRAGMA synchronous=FULL")
-        return conn
     except sqlite3.Error as exc:
         raise StoreError(f"cannot open {path}: {exc}") from None
 
@@ -52,6 +50,7 @@ class SqliteStore:
 
     def _prepare(self) -> None:
         conn = self._conn
+        conn.execute("PRAGMA synchronous=FULL")
         (app_id,) = conn.execute("PRAGMA application_id").fetchone()
         if app_id == 0 and conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0:
             conn.executescript(f"BEGIN; {_SCHEMA} PRAGMA application_id={APPLICATION_ID};"

@@ -33,3 +33,40 @@ def build(steward_key) -> Build:
 def small(build) -> list[bytes]:
     """A genesis and five caller receipts."""
     return build([("claim.submitted", {"claim": f"c{i}", "hold_uj": 1000 * i}) for i in range(5)])
+
+
+class MemoryStore:
+    """The Store interface over a list: proof that the interface is small, and
+    fast storage for property tests. `rows` may be edited to simulate tampering."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[str, bytes]] = []
+        self.commits = 0
+
+    def length(self) -> int:
+        return len(self.rows)
+
+    def read(self, start=0, stop=None):
+        return (raw for _, raw in self.rows[start:stop])
+
+    def append(self, first_seq, receipts) -> None:
+        assert first_seq == len(self.rows)
+        self.rows.extend(receipts)
+        self.commits += 1
+
+    def latest(self, kind):
+        return max((i for i, (k, _) in enumerate(self.rows) if k == kind), default=None)
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture
+def memory_store() -> MemoryStore:
+    return MemoryStore()
+
+
+@pytest.fixture(scope="session")
+def new_memory_store() -> type[MemoryStore]:
+    """For @given tests, which may not use function-scoped fixtures."""
+    return MemoryStore

@@ -1,0 +1,100 @@
+"""Replay: the state after any sequence of appends equals the state replayed from
+the ledger; checkpoints let start-up verify only the tail."""
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from scheduler.ledger import cose, dcbor, keys
+from scheduler.ledger.fold import CheckpointMismatch, Fold, replay
+from scheduler.ledger.steward import Steward, open_ledger
+from scheduler.ledger.verify import LedgerInvalid
+
+
+def apply(state: dict, entry) -> dict:
+    """A stand-in for the kernel's fold: µJ per tenant, claims open per tenant."""
+    tenant, uj = entry.body["tenant"], entry.body["uj"]
+    state = dict(state)
+    if entry.kind == "claim.admitted":
+        state[f"{tenant}/open"] = state.get(f"{tenant}/open", 0) + 1
+        state[tenant] = state.get(tenant, 0) + uj
+    elif entry.kind == "claim.released":
+        state[f"{tenant}/open"] = state.get(f"{tenant}/open", 0) - 1
+        state[tenant] = state.get(tenant, 0) - uj
+    return state
+
+
+FOLD = Fold(apply, {}, restore=dict, snapshot=dict)
+operations = st.lists(st.one_of(
+    st.tuples(st.sampled_from(["claim.admitted", "claim.released", "metered"]),
+              st.sampled_from(["a", "b", "a/x"]), st.integers(0, 10**12)),
+    st.just(("checkpoint", "", 0))), max_size=30)
+
+
+def run(steward: Steward, ops) -> dict:
+    state = FOLD.initial
+    for kind, tenant, uj in ops:
+        if kind == "checkpoint":
+            steward.checkpoint(FOLD.snapshot(state))
+        else:
+            state = FOLD.apply(state, steward.append(kind, {"tenant": tenant, "uj": uj}).entry)
+    return state
+
+
+@given(ops=operations)
+def test_live_state_equals_replayed_state(new_memory_store, ops):
+    store, key = new_memory_store(), keys.generate()
+    live = run(Steward.open(store, key), ops)
+    assert replay(store, apply, {}, key=key.public, snapshot=dict, workers=1) == live
+    assert Steward.open(store, key, FOLD, workers=1).state == live
+
+
+def test_replay_from_sqlite_after_reopen(tmp_path, steward_key):
+    ops = [("claim.admitted", "a", 5), ("checkpoint", "", 0), ("claim.released", "a", 5),
+           ("claim.admitted", "b", 7)]
+    live = run(open_ledger(tmp_path / "l.db", steward_key), ops)
+    reopened = open_ledger(tmp_path / "l.db", steward_key, FOLD)
+    assert reopened.state == live == {"a": 0, "a/open": 0, "b": 7, "b/open": 1}
+    assert replay(reopened.read(), apply, {}, workers=1) == live
+
+
+def _tamper(store, index):
+    kind, raw = store.rows[index]
+    message = cose.parse_whole(raw)
+    store.rows[index] = (kind, raw[:-1] + bytes([raw[-1] ^ 1]))
+    assert message.signature != cose.parse_whole(store.rows[index][1]).signature
+
+
+def test_a_checkpoint_start_verifies_only_the_tail(memory_store, steward_key):
+    steward = Steward.open(memory_store, steward_key)
+    run(steward, [("claim.admitted", "a", 1)] * 3 + [("checkpoint", "", 0)]
+        + [("claim.admitted", "b", 2)] * 2)
+    _tamper(memory_store, 2)        # before the checkpoint: start-up does not look
+    assert Steward.open(memory_store, steward_key, FOLD).state == {"a": 3, "a/open": 3, "b": 4,
+                                                                  "b/open": 2}
+    with pytest.raises(LedgerInvalid) as err:   # a full verification does
+        Steward.open(memory_store, steward_key)
+    assert err.value.report.first_bad_index == 2
+    _tamper(memory_store, 5)        # after the checkpoint: refused at start-up
+    with pytest.raises(LedgerInvalid) as err:
+        Steward.open(memory_store, steward_key, FOLD)
+    assert (err.value.report.first_bad_index, err.value.report.reason) == (5, "signature")
+
+
+def test_a_checkpoint_that_lies_is_caught_by_a_full_replay(memory_store, steward_key):
+    steward = Steward.open(memory_store, steward_key)
+    run(steward, [("claim.admitted", "a", 1)])
+    steward.checkpoint({"a": 1000})
+    with pytest.raises(CheckpointMismatch):
+        replay(memory_store, apply, {}, snapshot=dict, workers=1)
+
+
+def test_appends_refuse_what_cannot_be_a_receipt(memory_store, steward_key):
+    steward = Steward.open(memory_store, steward_key)
+    for kind, body in [("genesis", {}), ("witness", {}), ("", {}), ("x", {"f": 1.5}),
+                       ("x", {1: 2}), ("x", [1])]:
+        with pytest.raises(ValueError):
+            steward.append(kind, body)
+    assert steward.length == 1
+    with pytest.raises(dcbor.DcborError):
+        steward.checkpoint({"x": 0.5})
