@@ -48,6 +48,7 @@ class Meter(Protocol):
     grade: Grade
     max_ranges_uj: tuple[int | None, ...]    # per counter; None: no known range
     poll_ns: int | None                      # read this often between boundaries (integrators)
+    update_ns: int                           # how often the source itself changes
 
     def read(self) -> Reading:
         """Read now. Raises MeterError, never returns a made-up value."""

@@ -67,6 +67,9 @@ def _cpus(selection: Selection, config, clock) -> None:
         [], ["RAPL: disabled in configuration (meters.rapl = false)"])
     for meter in meters:
         selection.choices.append(Choice(meter.device, meter))
+        if meter.max_read_gap_ns() < config.window_ns:
+            selection.host_notes.append(f"RAPL {meter.device.device_id}: window_ms {config.window_ms} is long "
+                                        "enough for a zone to wrap twice unseen; shorten it")
     if meters:
         selection.host_notes.extend(problems)
         return

@@ -147,3 +147,12 @@ def kit() -> SimpleNamespace:
     """The helpers above, for test modules (importlib mode cannot import conftest)."""
     return SimpleNamespace(trace=TRACE, replay=replay, StepClock=StepClock, make_zone=make_zone,
                            FakePynvml=FakePynvml, FakeGpu=FakeGpu)
+
+
+@pytest.fixture
+def in_process(monkeypatch):
+    """Run agent.main.main() inside pytest without taking over the process's
+    logging handlers and signal handlers (threads outlive a test's capture)."""
+    from protos import daemon
+    monkeypatch.setattr(daemon, "setup_logging", lambda level: None)
+    monkeypatch.setattr(daemon, "stop_on_signals", lambda stop: None)

@@ -88,7 +88,7 @@ def test_overrides_win_and_missing_fields_are_measured():
     assert capacity.as_proto(fields).resources.gpu_mdev == 2000
 
 
-def test_check_prints_each_device_meter_grade_and_why_not_better(tmp_path, capsys, kit):
+def test_check_prints_each_device_meter_grade_and_why_not_better(tmp_path, capsys, kit, in_process):
     kit.make_zone(tmp_path / "pc", "intel-rapl:0", "package-0", 10)
     path = write(tmp_path, f'[meters]\nnvml = false\nrapl_root = "{tmp_path / "pc"}"\n')
     with pytest.raises(SystemExit) as done:
@@ -98,7 +98,7 @@ def test_check_prints_each_device_meter_grade_and_why_not_better(tmp_path, capsy
     assert "cpu:0  cpu  meter RAPL  grade HwShunt" in out and "NVML: disabled" in out
 
 
-def test_check_without_any_meter_says_why_and_fails(tmp_path, capsys):
+def test_check_without_any_meter_says_why_and_fails(tmp_path, capsys, in_process):
     path = write(tmp_path, f'[meters]\nnvml = false\nrapl_root = "{tmp_path / "none"}"\n')
     with pytest.raises(SystemExit) as done:
         main(["--check", "--config", str(path)])
@@ -106,7 +106,7 @@ def test_check_without_any_meter_says_why_and_fails(tmp_path, capsys):
     assert done.value.code == 1 and "meter none" in out and "estimator: not configured" in out
 
 
-def test_bad_window_on_the_command_line_is_refused(tmp_path, capsys):
+def test_bad_window_on_the_command_line_is_refused(tmp_path, capsys, in_process):
     with pytest.raises(SystemExit) as done:
         main(["--replay", "bundled", "--stdout", "--window-ms", "10", "--config", str(write(tmp_path, ""))])
     assert done.value.code == 2 and "--window-ms must be ≥ 100" in capsys.readouterr().err

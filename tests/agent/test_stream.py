@@ -101,7 +101,7 @@ def test_sequencer_resumes_above_its_reserved_block(tmp_path):
     assert Sequencer(state, block=10).next() == 11  # a restart never repeats a seq
 
 
-def test_pool_agent_streams_a_replay_to_the_scheduler(tmp_path):
+def test_pool_agent_streams_a_replay_to_the_scheduler(tmp_path, in_process):
     from agent.main import main
     receiver = LoopbackReceiver()
     server, port = serve(receiver)
