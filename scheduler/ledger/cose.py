@@ -23,15 +23,20 @@ _PROTECTED_PREFIX = b"\xa2\x01\x27\x04" + bytes([0x40 + KEY_ID_BYTES])
 _PROTECTED_LEN = len(_PROTECTED_PREFIX) + KEY_ID_BYTES
 _SIGNATURE_HEAD = b"\x58\x40"
 _CONTEXT = b"\x84\x6aSignature1"   # array of 4, text "Signature1"
+_SHORT_HEADS = [bytes([0x40 + n]) for n in range(24)]
 
 
 def bstr_head(length: int) -> bytes:
+    """The shortest head of a byte string of this length (hot: twice per receipt)."""
     if length < 24:
-        return bytes([0x40 + length])
-    for info, size in ((24, 1), (25, 2), (26, 4), (27, 8)):
-        if length < 1 << (8 * size):
-            return bytes([0x40 + info]) + length.to_bytes(size, "big")
-    raise ValueError("byte string too long")
+        return _SHORT_HEADS[length]
+    if length < 0x100:
+        return bytes((0x58, length))
+    if length < 0x10000:
+        return b"\x59" + length.to_bytes(2, "big")
+    if length < 1 << 32:
+        return b"\x5a" + length.to_bytes(4, "big")
+    return b"\x5b" + length.to_bytes(8, "big")
 
 
 def protected_header(kid: bytes) -> bytes:
@@ -57,10 +62,10 @@ class Sign1:
 
 
 def sign(key: SigningKey, payload: bytes) -> bytes:
-    protected = protected_header(key.public.key_id)
-    signature = key.sign(Sign1(protected, payload, b"").to_be_signed())
-    return (_TAG18_ARRAY4 + bstr_head(len(protected)) + protected + b"\xa0"
-            + bstr_head(len(payload)) + payload + _SIGNATURE_HEAD + signature)
+    protected = bstr_head(_PROTECTED_LEN) + protected_header(key.public.key_id)
+    payload = bstr_head(len(payload)) + payload
+    signature = key.sign(_CONTEXT + protected + b"\x40" + payload)
+    return _TAG18_ARRAY4 + protected + b"\xa0" + payload + _SIGNATURE_HEAD + signature
 
 
 def _bstr(data: bytes, pos: int) -> tuple[bytes, int]:

@@ -6,10 +6,12 @@ With text keys only, RFC 8949's bytewise order of encoded keys is "shorter UTF-8
 first, then bytewise", which is also RFC 7049's canonical order — so `encode` sorts
 keys that way itself and lets cbor2 write the already-ordered value.
 
-`decode` is strict: it parses only the subset (anything outside it is reason
-`decode`), then re-encodes the value and refuses any byte difference (reason
-`non_canonical`: a non-shortest argument, unsorted keys), so one value has one
-encoding and two encodings can never share one signature.
+`decode` is strict: it accepts exactly the bytes that are the canonical encoding
+of a value in the subset (decoded, normalized, re-encoded, compared). Anything
+else goes to a parser that knows only the subset and says why: reason `decode`
+(outside the subset, malformed, too deep or too large) or `non_canonical` (a
+non-shortest argument, unsorted keys). One value has one encoding, so two
+encodings can never share one signature.
 """
 
 from __future__ import annotations
@@ -85,12 +87,24 @@ def encode_normalized(value: Any) -> bytes:
 def decode(data: bytes) -> Any:
     if len(data) > MAX_BYTES:
         raise DcborError("decode", f"{len(data)} bytes, over {MAX_BYTES}")
+    # Fast path: cbor2's C parser. Bytes equal to the canonical encoding of a value
+    # in the subset are det-CBOR by definition, so this accepts nothing more.
+    try:
+        value = normalize(cbor2.loads(data))
+        if encode_normalized(value) == data:
+            return value
+    except Exception:   # whatever cbor2 makes of hostile bytes, the strict parser says why
+        pass
+    return _strict_decode(data)
+
+
+def _strict_decode(data: bytes) -> Any:
     value, end = _Parser(data).item(0, 0)
     if end != len(data):
         raise DcborError("decode", f"{len(data) - end} bytes after the item")
     # The parser already refused unsorted keys; re-encoding catches the rest
-    # (non-shortest arguments) and any gap between this parser and cbor2.
-    if _encoder().encode_to_bytes(value) != data:
+    # (non-shortest arguments).
+    if encode_normalized(value) != data:
         raise DcborError("non_canonical", "does not re-encode to the same bytes")
     return value
 

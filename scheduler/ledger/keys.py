@@ -33,15 +33,17 @@ def key_id(raw_public: bytes) -> bytes:
 class PublicKey:
     raw: bytes
     _key: Ed25519PublicKey = field(init=False, repr=False, compare=False)
+    _key_id: bytes = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if len(self.raw) != 32:
             raise KeyFileError(f"an Ed25519 public key is 32 bytes, not {len(self.raw)}")
         object.__setattr__(self, "_key", Ed25519PublicKey.from_public_bytes(self.raw))
+        object.__setattr__(self, "_key_id", key_id(self.raw))
 
     @property
     def key_id(self) -> bytes:
-        return key_id(self.raw)
+        return self._key_id
 
     def verifies(self, signature: bytes, message: bytes) -> bool:
         try:

@@ -8,8 +8,8 @@ Per entry, in this order (the first failure is the entry's reason):
   profile        not a pool/1 core (fields, types, profile); receipt 0 not a genesis
   chain          prev is not the SHA-256 of the previous receipt's bytes
   sequence       seq is not the entry's index
-Signatures are checked in worker processes for long streams: the chain is one
-sequential pass, the Ed25519 checks are independent of each other.
+For long streams each receipt's own checks (envelope, core, Ed25519) run in
+worker processes; the chain, which needs the order, is one pass in this one.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from scheduler.ledger.receipts import (GENESIS, WITNESS, ZERO_HASH, Entry, Recei
 
 REASONS = ("decode", "non_canonical", "signature", "chain", "sequence", "profile")
 _ENTRY_ORDER = ("decode", "non_canonical", "signature", "profile", "chain", "sequence")
-_BATCH = 2048                  # signatures per job sent to a worker
-_PARALLEL_FROM = 4 * _BATCH    # shorter streams are checked in-process
+_BATCH = 1024                  # receipts per job sent to a worker
+_PARALLEL_FROM = 2 * _BATCH    # shorter streams are checked in-process
 
 
 class WitnessSeen(NamedTuple):
@@ -85,15 +85,55 @@ class Anchor(NamedTuple):
     witnessed: WitnessSeen | None
 
 
+class Examined(NamedTuple):
+    """What one receipt shows on its own (the chain needs its neighbours)."""
+    hash: bytes | None              # None: the envelope does not parse, the stream stops
+    entry: Entry | None
+    prev: bytes
+    faults: tuple[tuple[str, str], ...]   # (reason, detail)
+
+
+def examine(raw: bytes, key: PublicKey | None) -> Examined:
+    """Envelope, core and (with a key) signature of one receipt."""
+    try:
+        message = cose.parse_whole(raw)
+    except DcborError as exc:
+        return Examined(None, None, b"", ((exc.reason, f"envelope: {exc}"),))
+    faults = []
+    try:
+        entry, prev = read_core(message.payload)
+    except ReceiptError as exc:
+        entry, prev = None, b""
+        faults.append((exc.reason, str(exc)))
+    if key is not None and message.key_id != key.key_id:
+        faults.append(("signature", f"key id {message.key_id.hex()} is not the steward's"))
+    elif key is not None and not key.verifies(message.signature, message.to_be_signed()):
+        faults.append(("signature", "the Ed25519 signature does not verify"))
+    return Examined(digest(raw), entry, prev, tuple(faults))
+
+
+def _examine_batch(raw_key: bytes | None, batch: list[bytes]) -> list[Examined]:
+    key = PublicKey(raw_key) if raw_key else None
+    return [examine(raw, key) for raw in batch]
+
+
+def _named_key(entry: Entry | None) -> PublicKey | None:
+    """The steward key a genesis entry names, if it is one."""
+    if entry is None or entry.kind != GENESIS or set(entry.body) != {"steward_key"}:
+        return None
+    raw = entry.body["steward_key"]
+    return PublicKey(raw) if type(raw) is bytes and len(raw) == 32 else None
+
+
 class Verifier:
-    """Feed receipts in order; every check but Ed25519 happens in `feed`, which
-    returns the signature job for the caller to run here or in a worker."""
+    """Accepts examined receipts in order and does what needs the sequence:
+    the chain, the seq, the genesis, the witnesses, the first failure."""
 
     def __init__(self, key: PublicKey | None = None, anchor: Anchor | None = None,
                  fetch: Callable[[int], bytes] | None = None) -> None:
         self.key = key
         self.index = anchor.index if anchor else 0
-        self._base = self.index
+        self.start = self.index
         self._prev = anchor.prev if anchor else ZERO_HASH
         self.ledger_id = anchor.ledger_id if anchor else None
         self._fetch = fetch
@@ -115,67 +155,50 @@ class Verifier:
             self._first_bad = mark
 
     def hash_at(self, index: int) -> bytes:
-        if index >= self._base:
-            at = 32 * (index - self._base)
+        if index >= self.start:
+            at = 32 * (index - self.start)
             return bytes(self._hashes[at:at + 32])
         if self._fetch is None:
             raise LookupError(f"receipt {index} is before this verification's anchor")
         return digest(self._fetch(index))
 
-    def feed(self, raw: bytes) -> tuple[Entry | None, tuple[int, bytes, bytes] | None]:
-        """(the entry, if nothing is wrong up to it; the signature job, if any)."""
+    def feed(self, raw: bytes) -> Entry | None:
+        if self.index == 0 and self.key is None:   # the genesis names the steward
+            self.key = _named_key(examine(raw, None).entry)
+        return self.accept(examine(raw, self.key))
+
+    def accept(self, examined: Examined) -> Entry | None:
+        """The entry, if nothing is wrong up to and including it."""
         i = self.index
         self.index += 1
-        try:
-            message = cose.parse_whole(raw)
-        except DcborError as exc:
-            self.fail(i, exc.reason, f"envelope: {exc}")
+        for reason, detail in examined.faults:
+            self.fail(i, reason, detail)
+        if examined.hash is None:
             self.signatures_ok = False
             self.stopped = True      # in an export the next receipt's start is lost too
-            return None, None
-        this = digest(raw)
-        self._hashes += this
-        entry, prev = self._read(i, message, this)
-        job = self._signature_job(i, message)
+            return None
+        if self.key is None:         # nothing to check signatures against (see receipt 0)
+            self.signatures_ok = False
+        self._hashes += examined.hash
+        entry = examined.entry
+        if i == 0:
+            self._genesis(entry, examined.hash)
         if entry is not None:
-            self._link(i, entry, prev)
-        self._prev = this
+            self._link(i, entry, examined.prev)
+        self._prev = examined.hash
         if self._first_bad is not None and self._first_bad[0] <= i:
-            return None, job
+            return None
         if entry.kind == WITNESS:
             self._record_witness(i, entry.body.get("statement"))
-        return entry, job
+        return entry
 
-    def _read(self, i: int, message: cose.Sign1, this: bytes) -> tuple[Entry | None, bytes]:
-        try:
-            entry, prev = read_core(message.payload)
-        except ReceiptError as exc:
-            self.fail(i, exc.reason, str(exc))
-            return None, b""
-        if i == 0:
-            self._genesis(entry, this)
-        return entry, prev
-
-    def _genesis(self, entry: Entry, this: bytes) -> None:
+    def _genesis(self, entry: Entry | None, this: bytes) -> None:
         self.ledger_id = this
-        raw_key = entry.body.get("steward_key") if entry.kind == GENESIS else None
-        if type(raw_key) is not bytes or len(raw_key) != 32 or len(entry.body) != 1:
+        named = _named_key(entry)
+        if named is None:
             self.fail(0, "profile", "receipt 0 is not a genesis naming the steward key")
-            return
-        named = PublicKey(raw_key)
-        if self.key is None:
-            self.key = named
         elif named != self.key:
             self.fail(0, "signature", "the genesis names another steward key")
-
-    def _signature_job(self, i: int, message: cose.Sign1) -> tuple[int, bytes, bytes] | None:
-        if self.key is None:    # no --key and no readable genesis: that failure is at 0
-            self.signatures_ok = False
-        elif message.key_id != self.key.key_id:
-            self.fail(i, "signature", f"key id {message.key_id.hex()} is not the steward's")
-        else:
-            return i, message.to_be_signed(), message.signature
-        return None
 
     def _link(self, i: int, entry: Entry, prev: bytes) -> None:
         if prev != self._prev:
@@ -200,12 +223,8 @@ class Verifier:
             problem = exc.code
         return WitnessSeen(seen.witness.key_id, seen.length, problem)
 
-    def signatures_failed(self, indices: Iterable[int]) -> None:
-        for i in indices:
-            self.fail(i, "signature", "the Ed25519 signature does not verify")
-
     def report(self, witness_files: Iterable[bytes] = ()) -> Report:
-        if self.index == self._base == 0 and self._first_bad is None:
+        if self.index == self.start == 0 and self._first_bad is None:
             self.fail(0, "decode", "empty: no genesis receipt")
         bad = self._first_bad
         length = bad[0] if bad else self.index
@@ -225,11 +244,6 @@ class Verifier:
             ledger_id=self.ledger_id, steward=self.key)
 
 
-def _bad_signatures(raw_key: bytes, jobs: list[tuple[int, bytes, bytes]]) -> list[int]:
-    key = PublicKey(raw_key)
-    return [i for i, message, signature in jobs if not key.verifies(signature, message)]
-
-
 def _batches(items: Iterable[bytes]) -> Iterator[list[bytes]]:
     batch: list[bytes] = []
     for item in items:
@@ -245,36 +259,50 @@ def verify(receipts: Iterable[bytes], key: PublicKey | None = None, *,
            witness_files: Iterable[bytes] = (), on_entry: Callable[[Entry], None] | None = None,
            workers: int | None = None, anchor: Anchor | None = None,
            fetch: Callable[[int], bytes] | None = None) -> Report:
-    """Verify a stream; `on_entry` sees each entry in order until the first fault
-    found outside Ed25519. Without `key`, the genesis receipt names the steward."""
+    """Verify a stream; `on_entry` sees each entry in order until the first fault.
+    Without `key`, the genesis receipt names the steward. Past _PARALLEL_FROM
+    receipts, each receipt's own checks run in `workers` processes."""
     workers = (os.cpu_count() or 1) if workers is None else workers
     verifier = Verifier(key, anchor, fetch)
-    pool: ProcessPoolExecutor | None = None
-    pending: collections.deque = collections.deque()
-    try:
-        for batch in _batches(receipts):
-            jobs = []
-            for raw in batch:
-                entry, job = verifier.feed(raw)
-                if job:
-                    jobs.append(job)
-                if entry is not None and on_entry is not None:
-                    on_entry(entry)
-                if verifier.stopped:
-                    break
-            if pool is None and workers > 1 and verifier.index >= _PARALLEL_FROM:
-                pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("forkserver"))
-            if jobs and pool is not None:
-                pending.append(pool.submit(_bad_signatures, verifier.key.raw, jobs))
-            elif jobs:
-                verifier.signatures_failed(_bad_signatures(verifier.key.raw, jobs))
-            while len(pending) > workers:
-                verifier.signatures_failed(pending.popleft().result())
+    deliver = on_entry or (lambda entry: None)
+    batches = _batches(receipts)
+    for batch in batches:
+        for raw in batch:
+            entry = verifier.feed(raw)
+            if entry is not None:
+                deliver(entry)
             if verifier.stopped:
-                break
-        while pending:
-            verifier.signatures_failed(pending.popleft().result())
-    finally:
-        if pool is not None:
-            pool.shutdown(cancel_futures=True)
+                return verifier.report(witness_files)
+        if workers > 1 and verifier.index - verifier.start >= _PARALLEL_FROM:
+            _in_parallel(verifier, batches, deliver, workers)
+            break
     return verifier.report(witness_files)
+
+
+def _in_parallel(verifier: Verifier, batches: Iterator[list[bytes]],
+                 deliver: Callable[[Entry], None], workers: int) -> None:
+    raw_key = verifier.key.raw if verifier.key else None
+    context = multiprocessing.get_context("forkserver")   # no fork of a threaded service
+    with ProcessPoolExecutor(workers, mp_context=context) as pool:
+        pending: collections.deque = collections.deque()
+        try:
+            for batch in batches:
+                pending.append(pool.submit(_examine_batch, raw_key, batch))
+                if len(pending) > 2 * workers and not _accept(verifier, pending, deliver):
+                    return
+            while pending and _accept(verifier, pending, deliver):
+                pass
+        finally:
+            for future in pending:
+                future.cancel()
+
+
+def _accept(verifier: Verifier, pending: collections.deque, deliver: Callable[[Entry], None]) -> bool:
+    """Accept the oldest batch in order; False once the stream has stopped."""
+    for examined in pending.popleft().result():
+        entry = verifier.accept(examined)
+        if entry is not None:
+            deliver(entry)
+        if verifier.stopped:
+            return False
+    return True
