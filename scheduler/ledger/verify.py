@@ -112,9 +112,14 @@ def examine(raw: bytes, key: PublicKey | None) -> Examined:
     return Examined(digest(raw), entry, prev, tuple(faults))
 
 
-def _examine_batch(raw_key: bytes | None, batch: list[bytes]) -> list[Examined]:
+def _examine_batch(raw_key: bytes | None, batch: list[bytes], bodies: bool) -> list[Examined]:
+    """In a worker. Without `bodies` (nobody folds) only witness bodies travel back."""
     key = PublicKey(raw_key) if raw_key else None
-    return [examine(raw, key) for raw in batch]
+    examined = [examine(raw, key) for raw in batch]
+    if bodies:
+        return examined
+    return [e if e.entry is None or e.entry.kind == WITNESS else e._replace(entry=e.entry._replace(body={}))
+            for e in examined]
 
 
 def _named_key(entry: Entry | None) -> PublicKey | None:
@@ -274,20 +279,20 @@ def verify(receipts: Iterable[bytes], key: PublicKey | None = None, *,
             if verifier.stopped:
                 return verifier.report(witness_files)
         if workers > 1 and verifier.index - verifier.start >= _PARALLEL_FROM:
-            _in_parallel(verifier, batches, deliver, workers)
+            _in_parallel(verifier, batches, deliver, workers, bodies=on_entry is not None)
             break
     return verifier.report(witness_files)
 
 
 def _in_parallel(verifier: Verifier, batches: Iterator[list[bytes]],
-                 deliver: Callable[[Entry], None], workers: int) -> None:
+                 deliver: Callable[[Entry], None], workers: int, bodies: bool) -> None:
     raw_key = verifier.key.raw if verifier.key else None
     context = multiprocessing.get_context("forkserver")   # no fork of a threaded service
     with ProcessPoolExecutor(workers, mp_context=context) as pool:
         pending: collections.deque = collections.deque()
         try:
             for batch in batches:
-                pending.append(pool.submit(_examine_batch, raw_key, batch))
+                pending.append(pool.submit(_examine_batch, raw_key, batch, bodies))
                 if len(pending) > 2 * workers and not _accept(verifier, pending, deliver):
                     return
             while pending and _accept(verifier, pending, deliver):

@@ -5,7 +5,7 @@ from collections.abc import Callable
 
 import pytest
 
-from scheduler.ledger import keys, receipts
+from scheduler.ledger import dcbor, keys, receipts
 
 Build = Callable[..., list[bytes]]
 
@@ -22,7 +22,8 @@ def build(steward_key) -> Build:
         genesis = {"steward_key": (genesis_key or key).public.raw}
         out, prev = [], receipts.ZERO_HASH
         for seq, (kind, body) in enumerate([("genesis", genesis)] + list(entries)):
-            made = receipts.make(key, seq, prev, 1_700_000_000_000_000_000 + seq, kind, body)
+            made = receipts.make(key, seq, prev, 1_700_000_000_000_000_000 + seq, kind,
+                                  dcbor.normalize(body))
             out.append(made.raw)
             prev = made.hash
         return out
