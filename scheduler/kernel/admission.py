@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from protos.energy import MDEV_PER_DEVICE, Grade
 
-from .entitlement import MDEV, UJ, Fit, own_pass, total_fit
+from .entitlement import MDEV, UJ, Fit, own_pass, total_fit, within_guarantees
 from .estimates import Estimate, usable_estimate
 from .events import ClaimAdmitted, ClaimSubmitted, Preempted, Progress, Released
 from .placement import place
@@ -162,6 +162,8 @@ def _check(step: CheckStep, fit: Fit, hold: int, grade: Grade | None, reason: Re
 
 
 def _skipped(steps_done: list[EntitlementCheck]) -> tuple[EntitlementCheck, ...]:
+    if not steps_done:
+        return ()
     done = {c.step for c in steps_done}
     rest = [EntitlementCheck(step, False, evaluated=False) for step in CheckStep
             if step is not CheckStep.CHECK_STEP_UNSPECIFIED and step not in done]
@@ -190,66 +192,74 @@ def _preempter(claim: Claim, now_ns: int):
 
 
 def evaluate(state: ClusterState, claim: Claim, now_ns: int = 0, *, gang_ok: bool = True,
-             may_preempt: bool = True) -> Evaluation:
+             may_preempt: bool = True, record: bool = True) -> Evaluation:
     """Judge one pending claim. `gang_ok` is the gang step's verdict, decided
-    by the caller; gangs do not preempt (may_preempt=False)."""
+    by the caller; gangs do not preempt (may_preempt=False). Without
+    `record` the checks are not built (a decision needs only the outcome)."""
     spec, tree, checks = claim.spec, state.tree, []
+
+    def add(make) -> None:
+        if record:
+            checks.append(make())
     hold = hold_for(state, spec) if spec.tenant in tree.nodes else KernelError(
         ErrorCode.UNKNOWN_TENANT, "tenant", f"tenant {spec.tenant!r} is not in the tree")
     if isinstance(hold, KernelError):
-        checks.append(EntitlementCheck(CheckStep.VALIDATE, False, detail=str(hold), reason=Reason.INVALID))
+        add(lambda: EntitlementCheck(CheckStep.VALIDATE, False, detail=str(hold), reason=Reason.INVALID))
         return Evaluation(Reason.INVALID, _skipped(checks))
     hold_uj, grade = hold
-    checks.append(EntitlementCheck(CheckStep.VALIDATE, True, node=spec.tenant, hold=hold_uj, grade=grade))
-    checks.append(EntitlementCheck(CheckStep.GANG_COMPLETE, gang_ok, node=spec.tenant,
+    add(lambda: EntitlementCheck(CheckStep.VALIDATE, True, node=spec.tenant, hold=hold_uj, grade=grade))
+    add(lambda: EntitlementCheck(CheckStep.GANG_COMPLETE, gang_ok, node=spec.tenant,
                                    reason=Reason.REASON_UNSPECIFIED if gang_ok else Reason.GANG_INCOMPLETE,
                                    detail="" if gang_ok else f"gang {spec.gang_id!r} waits for its members"))
     if not gang_ok:
         return Evaluation(Reason.GANG_INCOMPLETE, _skipped(checks), hold_uj, grade)
 
     mdev = spec.resources.gpu_mdev
-    own_d = own_pass(tree, state.usage, spec.tenant, MDEV, mdev)
+    fast = within_guarantees(tree, state.usage, spec.tenant, hold_uj, mdev)
+    own_d = own_pass(tree, state.usage, spec.tenant, MDEV, mdev, fast)
     dev = own_d if own_d.ok else total_fit(tree, state.usage, spec.tenant, MDEV, mdev, True)
-    checks.append(_check(CheckStep.DEVICES_ENTITLEMENT_CHECK, dev, mdev, None, Reason.DEVICES_ENTITLEMENT,
+    add(lambda: _check(CheckStep.DEVICES_ENTITLEMENT_CHECK, dev, mdev, None, Reason.DEVICES_ENTITLEMENT,
                          "milli-devices within guarantee" if own_d.ok else "milli-devices beyond guarantee: borrowed"))
     if not dev.ok:
         return Evaluation(Reason.DEVICES_ENTITLEMENT, _skipped(checks), hold_uj, grade)
 
-    own_e = own_pass(tree, state.usage, spec.tenant, UJ, hold_uj)
-    checks.append(_check(CheckStep.ENERGY_OWN_PASS_CHECK, own_e, hold_uj, grade, Reason.ENERGY_OWN_PASS,
+    own_e = own_pass(tree, state.usage, spec.tenant, UJ, hold_uj, fast)
+    add(lambda: _check(CheckStep.ENERGY_OWN_PASS_CHECK, own_e, hold_uj, grade, Reason.ENERGY_OWN_PASS,
                          "within its own guarantee" if own_e.ok else f"above the guarantee of {own_e.node!r}"))
     borrowing = not (own_e.ok and own_d.ok)
     victims: Victims | None = None
-    if not borrowing:
-        victims = choose(state, reclaim_candidates(state, claim) if may_preempt else [],
+    if fast:
+        victims = Victims((), state)
+    elif not borrowing:
+        victims = choose(state, lambda: reclaim_candidates(state, claim) if may_preempt else [],
                          _own_fits(claim, hold_uj), _preempter(claim, now_ns))
         if victims is None:
-            checks[-1] = EntitlementCheck(CheckStep.ENERGY_OWN_PASS_CHECK, False, True, own_e.node, own_e.guarantee,
+            checks[-1:] = [EntitlementCheck(CheckStep.ENERGY_OWN_PASS_CHECK, False, True, own_e.node, own_e.guarantee,
                                           own_e.usage, hold_uj, 0, None, grade,
                                           "its guarantee is in use by claims that may not be preempted for it",
-                                          Reason.ENERGY_OWN_PASS)
+                                          Reason.ENERGY_OWN_PASS)] if record else []
             return Evaluation(Reason.ENERGY_OWN_PASS, _skipped(checks), hold_uj, grade)
     else:
         estimator = grade is Grade.Estimator
-        checks.append(EntitlementCheck(CheckStep.ESTIMATOR_GRADE_CHECK, not estimator, node=spec.tenant,
+        add(lambda: EntitlementCheck(CheckStep.ESTIMATOR_GRADE_CHECK, not estimator, node=spec.tenant,
                                        hold=hold_uj, grade=grade,
                                        reason=Reason.ESTIMATOR_MAY_NOT_BORROW if estimator else Reason.REASON_UNSPECIFIED,
                                        detail="an Estimator estimate may not borrow" if estimator else ""))
         failure = Reason.ESTIMATOR_MAY_NOT_BORROW
         if not estimator:
             surplus = total_fit(tree, state.usage, spec.tenant, UJ, hold_uj, True)
-            checks.append(_check(CheckStep.ENERGY_SURPLUS_PASS_CHECK, surplus, hold_uj, grade, Reason.ENERGY_SURPLUS,
+            add(lambda: _check(CheckStep.ENERGY_SURPLUS_PASS_CHECK, surplus, hold_uj, grade, Reason.ENERGY_SURPLUS,
                                  "borrowed from surplus" if surplus.ok else f"beyond what {surplus.node!r} may borrow"))
             failure = Reason.REASON_UNSPECIFIED if surplus.ok else Reason.ENERGY_SURPLUS
         if failure is not Reason.REASON_UNSPECIFIED:
-            victims = choose(state, priority_candidates(state, claim) if may_preempt else [],
+            victims = choose(state, lambda: priority_candidates(state, claim) if may_preempt else [],
                              _own_fits(claim, hold_uj), _preempter(claim, now_ns))
             if victims is None:
                 return Evaluation(failure, _skipped(checks), hold_uj, grade)
             borrowing = False
     target = victims.state if victims else state
     placed = place(target.workers, target.loads, target.free_index, spec)
-    checks.append(EntitlementCheck(CheckStep.PLACEMENT_CHECK, placed is not None, node=spec.tenant,
+    add(lambda: EntitlementCheck(CheckStep.PLACEMENT_CHECK, placed is not None, node=spec.tenant,
                                    reason=Reason.REASON_UNSPECIFIED if placed else Reason.NO_ELIGIBLE_WORKER,
                                    detail=f"placed on {placed[0]!r}" if placed else "no worker can take it"))
     if placed is None:

@@ -45,10 +45,23 @@ def _total(u: NodeUsage, dim: str) -> int:
     return u.total_uj if dim == UJ else u.total_mdev
 
 
-def own_pass(tree: TenantTree, usage, tenant: str, dim: str, amount: int) -> Fit:
-    """The first node on the path whose within-guarantee usage cannot take
-    `amount`; ok with the tenant's figures when none."""
+def within_guarantees(tree: TenantTree, usage, tenant: str, uj: int, mdev: int) -> bool:
+    """The common case, cheaply: every node on the path stays within its own
+    guarantee in both dimensions even counting everything its subtree uses.
+    Then the own pass holds and nothing borrows, so no allowance is needed."""
+    nodes = tree.nodes
     for name in tree.path(tenant):
+        u, t = usage[name], nodes[name]
+        if u.total_uj + uj > t.guarantee_uj or u.total_mdev + mdev > t.guarantee_mdev:
+            return False
+    return True
+
+
+def own_pass(tree: TenantTree, usage, tenant: str, dim: str, amount: int, known_ok: bool = False) -> Fit:
+    """The first node on the path whose within-guarantee usage cannot take
+    `amount`; ok with the tenant's figures when none (or when the caller
+    already knows it fits)."""
+    for name in () if known_ok else tree.path(tenant):
         u = usage[name]
         inner = u.inner_uj if dim == UJ else u.inner_mdev
         g = _g(tree, name, dim)

@@ -55,7 +55,7 @@ def decide_gang(state: ClusterState, gang: list[Claim], now_ns: int) -> tuple[Re
     """(reason, events, failing evaluation) for a complete gang."""
     scratch, events = state, []
     for member in gang:
-        ev = evaluate(scratch, member, now_ns, may_preempt=False)
+        ev = evaluate(scratch, member, now_ns, may_preempt=False, record=False)
         if ev.reason is not Reason.ADMISSIBLE:
             return ev.reason, [], ev
         for event in admit_events(scratch, member, ev, now_ns):

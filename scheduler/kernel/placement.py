@@ -8,7 +8,8 @@ fractional request takes the fitting device with the least free mdev (then
 id); a whole-GPU request takes the lowest-id wholly free devices.
 
 Choice among workers is best fit: the passing worker with the fewest free
-milli-devices, then the fewest free cpu_millis, then the smallest id. The
+milli-devices, then the fewest free cpu_millis, memory, disk, then the
+smallest id. The
 `free_index` (sorted by exactly that key) makes this a bisect plus a short
 scan instead of a pass over every worker.
 """
@@ -80,9 +81,10 @@ def place(workers, loads, free_index, spec: ClaimSpec) -> tuple[str, tuple[Devic
     """Best fit through the free index: the first passing worker at or after
     the request's (mdev, cpu) key."""
     req = spec.resources
-    for free_mdev, free_cpu, worker_id in free_index[bisect_left(free_index, (req.gpu_mdev, req.cpu_millis, "")):]:
-        if free_cpu < req.cpu_millis:
-            continue
+    cpu, memory, disk = req.cpu_millis, req.memory_mb, req.disk_mb
+    for _, free_cpu, free_memory, free_disk, worker_id in free_index[bisect_left(free_index, (req.gpu_mdev, cpu)):]:
+        if free_cpu < cpu or free_memory < memory or free_disk < disk:
+            continue  # cheap pre-check on the index entry
         reason, devices = check_worker(workers[worker_id], loads[worker_id], spec)
         if devices is not None and reason is Reason.ADMISSIBLE:
             return worker_id, devices
@@ -91,9 +93,10 @@ def place(workers, loads, free_index, spec: ClaimSpec) -> tuple[str, tuple[Devic
 
 # Loads and the index, maintained by apply().
 
-def free_key(worker: Worker, load: WorkerLoad) -> tuple[int, int, str]:
-    return (MDEV_PER_DEVICE * len(worker.devices) - load.gpu_mdev,
-            worker.cpu_millis - load.cpu_millis, worker.worker_id)
+def free_key(worker: Worker, load: WorkerLoad) -> tuple[int, int, int, int, str]:
+    """The index entry: free (mdev, cpu, memory, disk) and the id."""
+    return (MDEV_PER_DEVICE * len(worker.devices) - load.gpu_mdev, worker.cpu_millis - load.cpu_millis,
+            worker.memory_mb - load.memory_mb, worker.disk_mb - load.disk_mb, worker.worker_id)
 
 
 def reindex(index: tuple, old: tuple | None, new: tuple | None) -> tuple:

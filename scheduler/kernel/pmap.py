@@ -113,10 +113,15 @@ class PMap(Mapping):
         return node.get(key, default)
 
     def __getitem__(self, key: Any) -> Any:
-        value = self.get(key, _MISSING)
-        if value is _MISSING:
-            raise KeyError(key)
-        return value
+        node = self._root
+        h = hash(key)
+        shift = 0
+        while type(node) is _Branch:
+            node = node.get((h >> shift) & _MASK)
+            if node is None:
+                raise KeyError(key)
+            shift += _BITS
+        return node[key]
 
     def __contains__(self, key: object) -> bool:
         return self.get(key, _MISSING) is not _MISSING

@@ -67,14 +67,15 @@ class Victims:
     state: ClusterState  # the state with them removed
 
 
-def choose(state: ClusterState, candidates: list[Claim], blocking: Callable[[ClusterState], str | None],
+def choose(state: ClusterState, candidates: Callable[[], list[Claim]], blocking: Callable[[ClusterState], str | None],
            remove: Callable[[ClusterState, Claim], ClusterState]) -> Victims | None:
     """Walk the candidates in order, taking each one under the node that
     still blocks, until nothing blocks; None (take nobody) if they cannot
-    suffice. `blocking` names the blocking node, or None once it fits."""
+    suffice. `blocking` names the blocking node, or None once it fits;
+    candidates are only listed when something blocks."""
     taken: list[Claim] = []
     node = blocking(state)
-    for candidate in candidates:
+    for candidate in candidates() if node is not None else ():
         if node is None:
             break
         if node in state.tree.path(candidate.tenant):

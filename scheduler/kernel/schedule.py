@@ -53,7 +53,7 @@ def schedule(state: ClusterState, now_ns: int) -> Decision:
         if claim.state is not ClaimState.PENDING or gang_id in seen_gangs:
             continue  # decided with its gang
         if not gang_id:
-            ev = evaluate(state, claim, now_ns)
+            ev = evaluate(state, claim, now_ns, record=False)
             reasons.append((claim_id, ev.reason))
             if ev.reason is Reason.ADMISSIBLE:
                 emit(admit_events(state, claim, ev, now_ns))

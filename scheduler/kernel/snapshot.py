@@ -233,9 +233,9 @@ class ClusterState:
     next_seq: int = 1
     next_admit_seq: int = 1
     # derived
-    usage: PMap = field(default_factory=PMap)         # tenant -> NodeUsage
+    usage: object = None        # tree.Rollup: tenant -> NodeUsage
     loads: PMap = field(default_factory=PMap)         # worker id -> WorkerLoad
-    free_index: tuple[tuple[int, int, str], ...] = ()  # live workers: (free mdev, free cpu, id)
+    free_index: tuple[tuple[int, int, int, int, str], ...] = ()  # live workers, see placement.free_key
     gangs: PMap = field(default_factory=PMap)         # gang id -> sorted pending member ids
     open_by_tenant: PMap = field(default_factory=PMap)  # tenant -> PMap of admitted claim ids
 

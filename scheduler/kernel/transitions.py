@@ -226,7 +226,7 @@ def rebuild(state: ClusterState) -> ClusterState:
             d_uj, d_mdev = direct.get(claim.tenant, (0, 0))
             direct[claim.tenant] = (d_uj + uj, d_mdev + mdev)
     index = sorted(free_key(state.workers[w], load) for w, load in loads.items() if state.workers[w].live)
-    usage = rollup(state.tree, direct) if state.tree is not None else PMap()
+    usage = rollup(state.tree, direct) if state.tree is not None else None
     return replace(state, usage=usage, loads=PMap(loads), free_index=tuple(index),
                    gangs=PMap({g: tuple(sorted(m)) for g, m in gangs.items()}),
                    open_by_tenant=PMap({t: PMap(ids) for t, ids in open_by_tenant.items()}),

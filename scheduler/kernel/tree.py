@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
-from .pmap import PMap
 from .snapshot import NodeUsage, Tenant
 
 
@@ -22,10 +22,12 @@ class TreeError(ValueError):
 @dataclass(frozen=True, slots=True)
 class TenantTree:
     root: str
-    nodes: PMap      # name -> Tenant
-    children: PMap   # name -> sorted child names
-    paths: PMap      # name -> (name, parent, ..., root)
+    nodes: Mapping[str, Tenant]                # read-only views: the tree never changes
+    children: Mapping[str, tuple[str, ...]]    # sorted child names
+    paths: Mapping[str, tuple[str, ...]]       # (name, parent, ..., root)
     order: tuple[str, ...]  # parents before children, siblings by name
+
+    index: Mapping[str, int]                   # name -> position in `order`
 
     def path(self, name: str) -> tuple[str, ...]:
         return self.paths[name]
@@ -78,8 +80,8 @@ def load_tree(tenants: Iterable[Tenant]) -> TenantTree:
             below = sum(getattr(k, label) for k in kids)
             if below > getattr(nodes[name], label):
                 raise TreeError(name, f"children's {label} sum to {below}, above the node's {getattr(nodes[name], label)}")
-    return TenantTree(roots[0], PMap(nodes), PMap({n: tuple(c) for n, c in children.items()}),
-                      PMap(paths), tuple(order))
+    return TenantTree(roots[0], MappingProxyType(nodes), MappingProxyType({n: tuple(c) for n, c in children.items()}),
+                      MappingProxyType(paths), tuple(order), MappingProxyType({n: i for i, n in enumerate(order)}))
 
 
 def _locked(t: Tenant, total_uj: int) -> int:
@@ -89,7 +91,24 @@ def _locked(t: Tenant, total_uj: int) -> int:
     return max(0, t.guarantee_uj - t.lend_limit_uj - total_uj)
 
 
-def rollup(tree: TenantTree, direct: Mapping[str, tuple[int, int]]) -> PMap:
+@dataclass(frozen=True, slots=True)
+class Rollup:
+    """Every node's NodeUsage, in tree order: a flat tuple is cheaper to
+    update along one path than a map, and the tree never changes under it."""
+
+    index: Mapping[str, int]
+    values: tuple[NodeUsage, ...]
+
+    def __getitem__(self, name: str) -> NodeUsage:
+        return self.values[self.index[name]]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Rollup) and self.values == other.values
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def rollup(tree: TenantTree, direct: Mapping[str, tuple[int, int]]) -> Rollup:
     """Full recomputation from each node's direct (µJ, mdev) usage."""
     out: dict[str, NodeUsage] = {}
     for name in reversed(tree.order):
@@ -103,23 +122,24 @@ def rollup(tree: TenantTree, direct: Mapping[str, tuple[int, int]]) -> PMap:
             inner_mdev += min(t.guarantee_mdev, u.inner_mdev)
             locked += _locked(t, u.total_uj)
         out[name] = NodeUsage(d_uj, total_uj, inner_uj, locked, d_mdev, total_mdev, inner_mdev)
-    return PMap(out)
+    return Rollup(tree.index, tuple(out[name] for name in tree.order))
 
 
-def bump(tree: TenantTree, usage: PMap, tenant: str, d_uj: int, d_mdev: int) -> PMap:
+def bump(tree: TenantTree, usage: Rollup, tenant: str, d_uj: int, d_mdev: int) -> Rollup:
     """Add (d_uj, d_mdev) to `tenant`'s direct usage, fixing its ancestors."""
     if not d_uj and not d_mdev:
         return usage
+    values = list(usage.values)
     in_uj, in_mdev, d_locked = d_uj, d_mdev, 0
     for i, name in enumerate(tree.path(tenant)):
-        t, old = tree.nodes[name], usage[name]
-        new = NodeUsage(
+        t, at = tree.nodes[name], tree.index[name]
+        old = values[at]
+        new = values[at] = NodeUsage(
             old.direct_uj + (d_uj if i == 0 else 0), old.total_uj + d_uj,
             old.inner_uj + in_uj, old.locked_uj + d_locked,
             old.direct_mdev + (d_mdev if i == 0 else 0), old.total_mdev + d_mdev,
             old.inner_mdev + in_mdev)
-        usage = usage.set(name, new)
         in_uj = min(t.guarantee_uj, new.inner_uj) - min(t.guarantee_uj, old.inner_uj)
         in_mdev = min(t.guarantee_mdev, new.inner_mdev) - min(t.guarantee_mdev, old.inner_mdev)
         d_locked = _locked(t, new.total_uj) - _locked(t, old.total_uj)
-    return usage
+    return Rollup(usage.index, tuple(values))
