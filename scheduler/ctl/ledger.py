@@ -4,6 +4,7 @@ ledger file (a SQLite store or an export), needing no running scheduler."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +67,7 @@ def _read_file(path: str) -> bytes:
         raise CtlError("UNREADABLE", f"{path}: {exc.strerror}") from None
 
 
-def _verified(path: str, key: keys.PublicKey | None, witness_files: list[bytes] = ()) -> Report:
+def _verified(path: str, key: keys.PublicKey | None, witness_files: Sequence[bytes] = ()) -> Report:
     if not Path(path).is_file():
         raise CtlError("UNREADABLE", f"{path}: no such file")
     try:

@@ -34,10 +34,10 @@ class Folder:
     """The on_entry callback of a verification: folds caller kinds; at a
     checkpoint it either starts from it (resuming) or audits it (snapshot given)."""
 
-    def __init__(self, fold: Fold, resuming: bool = False) -> None:
+    def __init__(self, fold: Fold) -> None:
         self.fold = fold
         self.state = fold.initial
-        self.resuming = resuming
+        self.resuming = False     # set when start-up resumes from a checkpoint
 
     def __call__(self, entry: Entry) -> None:
         if entry.kind == CHECKPOINT:
