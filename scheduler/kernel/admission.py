@@ -74,13 +74,16 @@ def _spec_error(spec: ClaimSpec) -> KernelError | None:
 
 def hold_for(state: ClusterState, spec: ClaimSpec) -> tuple[int, Grade] | KernelError:
     """The hold: the larger of the declared estimate (Estimator) and the work
-    class's derived estimate (ModelBased); on a tie the better grade."""
+    class's derived estimate (ModelBased); on a tie the better grade. A class
+    still without enough history is refused unless the claim declares its own
+    estimate too (that is how a class earns its first observations)."""
     figures = []
     if spec.work_class:
         estimate = usable_estimate(state, spec.work_class)
-        if not isinstance(estimate, Estimate):
+        if isinstance(estimate, Estimate):
+            figures.append((estimate.estimate_uj, -Grade.ModelBased))
+        elif spec.estimate_uj is None or estimate.code is not ErrorCode.EMPTY_WORK_CLASS:
             return estimate
-        figures.append((estimate.estimate_uj, -Grade.ModelBased))
     if spec.estimate_uj is not None:
         figures.append((spec.estimate_uj, -Grade.Estimator))
     uj, grade = max(figures)
