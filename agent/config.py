@@ -7,26 +7,15 @@ value out of range is refused at start with the file, the key and the reason.
 from __future__ import annotations
 
 import socket
-import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
 
 from agent.meters.base import COUNTER_UPDATE_NS
+from protos import settings
+from protos.settings import ConfigError, natural, positive
 
 DEFAULT_PATH = Path("/etc/pool/agent.toml")
 MIN_WINDOW_MS = COUNTER_UPDATE_NS // 1_000_000
-
-
-class ConfigError(ValueError):
-    pass
-
-
-def _positive(v):
-    return v > 0 or "must be positive"
-
-
-def _natural(v):
-    return v >= 0 or "must be ≥ 0"
 
 
 def _window(v):
@@ -71,7 +60,7 @@ class Capacity:
     memory_mb: int | None = None
     disk_mb: int | None = None
     gpu_mdev: int | None = None
-    gpu_types: list[str] | None = None
+    gpu_types: tuple[str, ...] | None = None
     max_concurrency: int | None = None
     disk_path: str = "/"
 
@@ -104,44 +93,11 @@ class Config:
 # Checks beyond the type, keyed "section.key".
 CHECKS = {
     "window_ms": _window, "log_level": _level,
-    "meters.stall_ms": _positive, "estimator.gpu_watts": _natural, "estimator.cpu_watts": _natural,
-    "stream.buffer_windows": _positive, "stream.batch_max": _positive,
-    "stream.backoff_initial_ms": _positive, "stream.backoff_max_ms": _positive,
-    **{f"capacity.{k}": _natural for k in ("cpu_millis", "memory_mb", "disk_mb", "gpu_mdev", "max_concurrency")},
+    "meters.stall_ms": positive, "estimator.gpu_watts": natural, "estimator.cpu_watts": natural,
+    "stream.buffer_windows": positive, "stream.batch_max": positive,
+    "stream.backoff_initial_ms": positive, "stream.backoff_max_ms": positive,
+    **{f"capacity.{k}": natural for k in ("cpu_millis", "memory_mb", "disk_mb", "gpu_mdev", "max_concurrency")},
 }
-
-
-def _value(where: str, key: str, raw, annotation: str):
-    kinds = {"bool": bool, "int": int, "str": str, "Path": str}
-    base = annotation.removesuffix(" | None")
-    if base == "list[str]":
-        ok = isinstance(raw, list) and all(isinstance(x, str) for x in raw)
-    else:
-        kind = kinds[base]
-        ok = isinstance(raw, kind) and not (kind is int and isinstance(raw, bool))
-    if not ok:
-        raise ConfigError(f"{where}: {key} must be {base.replace('Path', 'a path')}, got {raw!r}")
-    verdict = CHECKS.get(key, lambda v: True)(raw)
-    if verdict is not True:
-        raise ConfigError(f"{where}: {key} {verdict}, got {raw!r}")
-    return Path(raw) if base == "Path" else raw
-
-
-def _build(cls, table: dict, where: str, prefix: str = ""):
-    known = {f.name: f for f in fields(cls)}
-    unknown = sorted(set(table) - set(known))
-    if unknown:
-        raise ConfigError(f"{where}: unknown key {prefix}{unknown[0]} (known: {', '.join(sorted(known))})")
-    values = {}
-    for name, raw in table.items():
-        f = known[name]
-        if isinstance(f.default, (Meters, Estimator, Stream, Metrics, Capacity)):
-            if not isinstance(raw, dict):
-                raise ConfigError(f"{where}: [{name}] must be a table")
-            values[name] = _build(type(f.default), raw, where, f"{name}.")
-        else:
-            values[name] = _value(where, prefix + name, raw, f.type)
-    return cls(**values)
 
 
 def load(path: Path | None) -> Config:
@@ -149,10 +105,4 @@ def load(path: Path | None) -> Config:
     default path and absent (an agent with no file runs on defaults)."""
     if path is None or (path == DEFAULT_PATH and not path.exists()):
         return Config()
-    try:
-        table = tomllib.loads(path.read_text())
-    except OSError as exc:
-        raise ConfigError(f"{path}: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-    return _build(Config, table, str(path))
+    return settings.load(Config, path, CHECKS)
