@@ -4,6 +4,7 @@ each registers its sub-commands and sets `run(args) -> exit code`."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from scheduler.ctl import claims, ledger, ops, split
@@ -32,6 +33,9 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(args.run(args))
     except CtlError as error:
         fail(error)
+    except BrokenPipeError:  # `poolctl ... | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(0) from None
 
 
 if __name__ == "__main__":

@@ -23,13 +23,18 @@ class GroupCommitWriter:
         self._drain: asyncio.Task | None = None
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="ledger-commit")
 
-    async def append(self, kind: str, body: dict, time_ns: int | None = None) -> Receipt:
+    def submit(self, kind: str, body: dict, time_ns: int | None = None) -> asyncio.Future:
+        """Queue an append now: the order of submit calls is the order in the
+        ledger. The future resolves to the receipt once it is durable."""
         item = prepare(kind, body, time_ns)
         future = asyncio.get_running_loop().create_future()
         self._queue.append((item, future))
         if self._drain is None:
             self._drain = asyncio.create_task(self._drain_queue())
-        return await future
+        return future
+
+    async def append(self, kind: str, body: dict, time_ns: int | None = None) -> Receipt:
+        return await self.submit(kind, body, time_ns)
 
     async def _drain_queue(self) -> None:
         loop = asyncio.get_running_loop()

@@ -31,6 +31,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     LEDGER_UNAVAILABLE: _ClassVar[ErrorCode]
     WITNESS_REJECTED: _ClassVar[ErrorCode]
     INVALID_ARGUMENT: _ClassVar[ErrorCode]
+    WATCH_LAGGED: _ClassVar[ErrorCode]
 
 class Placement(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -107,6 +108,7 @@ NOT_READY: ErrorCode
 LEDGER_UNAVAILABLE: ErrorCode
 WITNESS_REJECTED: ErrorCode
 INVALID_ARGUMENT: ErrorCode
+WATCH_LAGGED: ErrorCode
 PLACEMENT_SHARED: Placement
 PLACEMENT_EXCLUSIVE: Placement
 CLAIM_STATE_UNSPECIFIED: ClaimState

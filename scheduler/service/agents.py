@@ -1,0 +1,170 @@
+"""The agent service: registration, and one stream per agent carrying windows
+up and acknowledgements and occupancy down.
+
+A window is counted once: the kernel keeps, per host, the highest window seq
+counted (in the ledger, so it survives restarts), and a resend at or below it
+changes nothing. An Ack is sent only once the windows' receipt is durable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+
+import grpc
+
+from protos.energy import MDEV_PER_DEVICE
+from protos.pool.v1 import agent_pb2, agent_pb2_grpc, types_pb2
+from scheduler.kernel import ClusterState, WorkerLiveness, WorkerRegistered
+from scheduler.service import convert
+from scheduler.service.config import SchedulerConfig
+from scheduler.service.engine import Change, Engine, LedgerFailed
+from scheduler.service.errors import Refused, guarded
+from scheduler.service.metrics import SchedulerMetrics
+from scheduler.service.observed import CPU_PREFIX, DeviceWindow
+
+log = logging.getLogger("pool.scheduler.agents")
+_CLOSED = object()
+
+
+class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
+    def __init__(self, engine: Engine, config: SchedulerConfig, metrics: SchedulerMetrics) -> None:
+        self.engine, self.config, self.metrics = engine, config, metrics
+        self.meters: dict[str, list[types_pb2.DeviceMeter]] = {}
+        self._outboxes: dict[str, asyncio.Queue] = {}
+        engine.listen(self._push_occupancy)
+
+    def live(self, host: str) -> bool:
+        return host in self._outboxes
+
+    @guarded
+    async def Register(self, request, context):
+        _check_registration(request)
+        worker = convert.worker_from(request, self.config.workers.get(request.host_id))
+        self.meters[request.host_id] = list(request.devices)
+        if self.engine.state.workers.get(request.host_id) != worker:
+            await self.engine.decide([WorkerRegistered(worker)], time.time_ns())
+        return agent_pb2.RegisterResponse(acked_seq=self.engine.state.acked.get(request.host_id, 0),
+                                          capacity=convert.capacity(worker))
+
+    async def Stream(self, request_iterator: AsyncIterator, context: grpc.aio.ServicerContext):
+        host = await self._hello(request_iterator, context)
+        outbox: asyncio.Queue = asyncio.Queue()
+        self._outboxes[host] = outbox
+        self.metrics.agents_live.set(len(self._outboxes))
+        reader = asyncio.create_task(self._read(host, request_iterator, outbox))
+        try:
+            await self._set_live(host, True)
+            yield agent_pb2.SchedulerMessage(occupancy=self._occupancy(host))
+            yield agent_pb2.SchedulerMessage(ack=agent_pb2.Ack(acked_seq=self.engine.state.acked.get(host, 0)))
+            while (message := await outbox.get()) is not _CLOSED:
+                if isinstance(message, Refused):
+                    await context.abort(message.status, str(message))
+                yield message
+        finally:
+            reader.cancel()
+            if self._outboxes.get(host) is outbox:
+                del self._outboxes[host]
+                self.metrics.agents_live.set(len(self._outboxes))
+                await self._set_live(host, False)
+
+    async def _hello(self, request_iterator: AsyncIterator, context: grpc.aio.ServicerContext) -> str:
+        error = None
+        if not self.engine.ready:
+            error = Refused("NOT_READY", "the ledger is still being verified and replayed")
+        else:
+            first = await anext(aiter(request_iterator), None)
+            host = first.hello.host_id if first is not None and first.WhichOneof("body") == "hello" else ""
+            if host not in self.engine.state.workers:
+                error = Refused("UNREGISTERED_AGENT", f"host {host!r} has not registered; the first message "
+                                                      "of a stream must be a Hello from a registered host")
+        if error is not None:
+            await context.abort(error.status, str(error))
+        return host
+
+    async def _read(self, host: str, request_iterator: AsyncIterator, outbox: asyncio.Queue) -> None:
+        try:
+            async for message in request_iterator:
+                if message.WhichOneof("body") != "batch":
+                    continue
+                windows = [convert.window_from(w) for w in message.batch.windows]
+                _check_windows(host, windows, self.meters.get(host, []))
+                await self._count(host, windows)
+                outbox.put_nowait(agent_pb2.SchedulerMessage(
+                    ack=agent_pb2.Ack(acked_seq=self.engine.state.acked.get(host, 0))))
+        except Refused as error:
+            outbox.put_nowait(error)
+        except LedgerFailed as error:
+            outbox.put_nowait(Refused("LEDGER_UNAVAILABLE", str(error)))
+        except grpc.aio.AioRpcError:
+            pass   # the agent went away; it resends above its last ack
+        finally:
+            outbox.put_nowait(_CLOSED)
+
+    async def _count(self, host: str, windows: list[DeviceWindow]) -> None:
+        acked = self.engine.state.acked.get(host, 0)
+        fresh = [w for w in windows if w.seq > acked]
+        self.metrics.duplicate_windows.inc(len(windows) - len(fresh))
+        if fresh:
+            await self.engine.record_windows(host, fresh, time.time_ns())
+            self.metrics.windows.inc(len(fresh))
+
+    async def _set_live(self, host: str, live: bool) -> None:
+        worker = self.engine.state.workers.get(host)
+        if worker is not None and worker.live != live and self.engine.failed is None:
+            await self.engine.decide([WorkerLiveness(host, live)], time.time_ns())
+
+    def _push_occupancy(self, change: Change) -> None:
+        for host in change.workers & self._outboxes.keys():
+            self._outboxes[host].put_nowait(agent_pb2.SchedulerMessage(occupancy=self._occupancy(host)))
+
+    def _occupancy(self, host: str) -> agent_pb2.Occupancy:
+        return occupancy(self.engine.state, host, self.meters.get(host, []),
+                         self.engine.occupancy_seq.get(host, 0))
+
+
+def occupancy(state: ClusterState, host: str, meters: list[types_pb2.DeviceMeter], version: int
+              ) -> agent_pb2.Occupancy:
+    """Who occupies each device of a host: GPU holders by milli-device, and on
+    each CPU package every claim with reserved CPU, by cpu_millis (RULES §2)."""
+    worker, load = state.workers[host], state.loads.get(host)
+    claims = [state.claims[c] for c in (load.active if load else ())]
+    out = agent_pb2.Occupancy(version=version)
+    for device in worker.devices:
+        out.devices.add(device_id=device.device_id, capacity=MDEV_PER_DEVICE, occupants={
+            c.claim_id: d.mdev for c in claims for d in c.devices if d.device_id == device.device_id})
+    for meter in meters:
+        if meter.kind == types_pb2.CPU_PACKAGE:
+            out.devices.add(device_id=meter.device_id, capacity=worker.cpu_millis, occupants={
+                c.claim_id: c.spec.resources.cpu_millis for c in claims if c.spec.resources.cpu_millis})
+    return out
+
+
+def _check_registration(request: agent_pb2.RegisterRequest) -> None:
+    if not request.host_id:
+        raise Refused("INVALID_ARGUMENT", "host_id: a host needs an id")
+    ids = [d.device_id for d in request.devices]
+    if len(set(ids)) != len(ids) or "" in ids:
+        raise Refused("INVALID_ARGUMENT", "devices: every device needs a distinct, non-empty id")
+
+
+def _check_windows(host: str, windows: list[DeviceWindow], meters: list[types_pb2.DeviceMeter]) -> None:
+    known = {m.device_id for m in meters}
+    for w in windows:
+        problem = _window_problem(w, known)
+        if problem:
+            raise Refused("INVALID_WINDOW", f"window seq {w.seq} from {host!r}: {problem}")
+
+
+def _window_problem(w: DeviceWindow, known: set[str]) -> str | None:
+    if w.device_id not in known and not w.device_id.startswith(CPU_PREFIX):
+        return f"device {w.device_id!r} was not registered"
+    if w.seq < 1 or w.end_ns <= w.start_ns:
+        return "seq must be ≥ 1 and end_ns after start_ns"
+    if w.uj is None and w.shares:
+        return "a window with no figure has no shares"
+    if w.uj is not None and w.shares and sum(s.uj for s in w.shares) != w.uj:
+        return f"shares sum to {sum(s.uj for s in w.shares)}, not {w.uj}"
+    return None

@@ -1,0 +1,123 @@
+"""The Claims service: submit, progress, release, get, list, watch."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+import grpc
+
+from protos.pool.v1 import claims_pb2, claims_pb2_grpc
+from scheduler import kernel
+from scheduler.kernel import Claim, ClaimState, Reason
+from scheduler.service import convert
+from scheduler.service.engine import Change, Engine
+from scheduler.service.errors import Refused, checked, guarded
+
+WATCH_QUEUE = 10_000   # events a slow watcher may fall behind before it is cut off
+
+
+class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._watchers: dict[asyncio.Queue, Callable[[Claim], bool]] = {}
+        engine.listen(self._publish)
+
+    def status(self, claim: Claim) -> claims_pb2.ClaimStatus:
+        status = convert.claim_status(claim, self.engine.claim_seq.get(claim.claim_id, 0))
+        if claim.state is ClaimState.PENDING:
+            status.reason = self.engine.pending_reason.get(claim.claim_id, Reason.REASON_UNSPECIFIED)
+        return status
+
+    def _claim(self, claim_id: str) -> Claim:
+        claim = self.engine.state.claim(claim_id)
+        if claim is None:
+            raise Refused("UNKNOWN_CLAIM", f"claim_id: no claim {claim_id!r}")
+        return claim
+
+    @guarded
+    async def Submit(self, request, context):
+        now = time.time_ns()
+        answer = checked(kernel.submit(self.engine.state, convert.spec_from(request)))
+        if isinstance(answer, Claim):    # an identical resubmission: the original answer
+            return self.status(answer)
+        await self.engine.decide([answer], now)
+        return self.status(self.engine.state.claims[request.claim_id])
+
+    @guarded
+    async def Progress(self, request, context):
+        event = checked(kernel.progress(self.engine.state, request.claim_id, request.completed_units))
+        await self.engine.commit([(event.kind, event.to_body())], time.time_ns())
+        return self.status(self._claim(request.claim_id))
+
+    @guarded
+    async def Release(self, request, context):
+        now = time.time_ns()
+        self._claim(request.claim_id)
+        await self.engine.decide([checked(kernel.release(self.engine.state, request.claim_id, now))], now)
+        return self.status(self._claim(request.claim_id))
+
+    @guarded
+    async def Get(self, request, context):
+        return self.status(self._claim(request.claim_id))
+
+    @guarded
+    async def List(self, request, context):
+        return claims_pb2.ListClaimsResponse(claims=[self.status(c) for c in self._matching(
+            self._subtree(request.tenant), frozenset(ClaimState(s) for s in request.states))])
+
+    def _subtree(self, tenant: str) -> frozenset[str] | None:
+        if not tenant:
+            return None
+        tree = self.engine.state.tree
+        if tree is None or tenant not in tree.nodes:
+            raise Refused("UNKNOWN_TENANT", f"tenant: {tenant!r} is not in the tree")
+        return frozenset(n for n in tree.nodes if tenant in tree.path(n))
+
+    def _matching(self, tenants: frozenset[str] | None, states: frozenset[ClaimState]) -> list[Claim]:
+        claims = self.engine.state.claims
+        return [claims[c] for c in sorted(claims)
+                if (tenants is None or claims[c].tenant in tenants) and (not states or claims[c].state in states)]
+
+    async def Watch(self, request, context):
+        try:
+            if not self.engine.ready:
+                raise Refused("NOT_READY", "the ledger is still being verified and replayed")
+            if request.WhichOneof("target") == "claim_id":
+                current = [self._claim(request.claim_id)]
+                matches: Callable[[Claim], bool] = lambda c: c.claim_id == request.claim_id  # noqa: E731
+            else:
+                tenants = self._subtree(request.tenant)
+                current = self._matching(tenants, frozenset())
+                matches = lambda c: c.tenant in tenants  # noqa: E731
+        except Refused as error:
+            await context.abort(error.status, str(error))
+        queue: asyncio.Queue = asyncio.Queue(WATCH_QUEUE)
+        self._watchers[queue] = matches
+        try:
+            for claim in current:
+                yield claims_pb2.ClaimEvent(status=self.status(claim), time_ns=time.time_ns())
+            while (event := await queue.get()) is not None:
+                yield event
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                "WATCH_LAGGED: this watcher fell too far behind; watch again")
+        finally:
+            self._watchers.pop(queue, None)
+
+    def _publish(self, change: Change) -> None:
+        if not self._watchers or not change.claims:
+            return
+        changed = [self.engine.state.claims[c] for c in sorted(change.claims)]
+        for queue, matches in list(self._watchers.items()):
+            for claim in filter(matches, changed):
+                self._offer(queue, claims_pb2.ClaimEvent(status=self.status(claim), time_ns=change.time_ns))
+
+    @staticmethod
+    def _offer(queue: asyncio.Queue, event: claims_pb2.ClaimEvent) -> None:
+        if queue.full():
+            return
+        if queue.qsize() == queue.maxsize - 1:
+            queue.put_nowait(None)   # the watcher is told it fell behind, rather than silently skipping
+        else:
+            queue.put_nowait(event)

@@ -1,0 +1,109 @@
+"""/etc/pool/scheduler.toml: the schema is these dataclasses (and the kernel's
+own Tenant, WorkClass and IdlePolicy records), read by protos.settings.
+
+Every key is documented in docs/OPERATIONS.md. The tenant tree is validated by
+the kernel's loader at start, so a bad tree stops the scheduler with the node
+named, before anything is served.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from protos import settings
+from protos.settings import ConfigError, natural, positive
+from scheduler.kernel import ConfigApplied, IdlePolicy, Tenant, TreeError, WorkClass, load_tree
+from scheduler.ledger import dcbor
+
+DEFAULT_PATH = Path("/etc/pool/scheduler.toml")
+
+
+@dataclass(frozen=True)
+class Server:
+    listen: str = "127.0.0.1:7070"     # loopback unless configured otherwise
+    metrics: str = "127.0.0.1:9470"    # "" disables /metrics
+    log_level: str = "info"
+
+
+@dataclass(frozen=True)
+class Ledger:
+    path: Path = Path("/var/lib/pool/ledger.sqlite")
+    steward_key: Path = Path("/etc/pool/steward.key")
+
+
+@dataclass(frozen=True)
+class Accounting:
+    period_ns: int = 0   # 0: "none", one lifetime period
+    epoch_ns: int = 0    # Unix ns at which period 0 starts
+
+
+@dataclass(frozen=True)
+class WorkerOverride:
+    """Operator overrides of what an agent reports; a field left out is the agent's."""
+
+    cpu_millis: int | None = None
+    memory_mb: int | None = None
+    disk_mb: int | None = None
+    max_concurrency: int | None = None
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    tenants: tuple[Tenant, ...]
+    server: Server = Server()
+    ledger: Ledger = Ledger()
+    accounting: Accounting = Accounting()
+    work_classes: tuple[WorkClass, ...] = ()
+    idle: IdlePolicy = IdlePolicy()
+    workers: Mapping[str, WorkerOverride] = field(default_factory=dict)
+    splits_retention: int = 200_000   # split rows kept in memory for `poolctl splits`
+
+    def config_event(self) -> ConfigApplied:
+        """The configuration as the kernel records it, with a digest of its body."""
+        event = ConfigApplied(self.tenants, self.accounting.period_ns, self.accounting.epoch_ns,
+                              self.work_classes, self.idle)
+        digest = hashlib.sha256(dcbor.encode(event.to_body())).digest()
+        return ConfigApplied(self.tenants, self.accounting.period_ns, self.accounting.epoch_ns,
+                             self.work_classes, self.idle, digest)
+
+
+def _level(v: str) -> bool | str:
+    return v in ("debug", "info", "warning", "error") or "must be debug, info, warning or error"
+
+
+def _address(v: str) -> bool | str:
+    host, sep, port = v.rpartition(":")
+    return (bool(sep) and port.isdigit() and 0 < int(port) < 65536) or "must be HOST:PORT"
+
+
+CHECKS = {
+    "server.listen": _address, "server.log_level": _level,
+    "server.metrics": lambda v: v == "" or _address(v),
+    "accounting.period_ns": natural, "accounting.epoch_ns": natural,
+    "tenants.guarantee_uj": natural, "tenants.guarantee_mdev": natural, "tenants.weight": positive,
+    "tenants.borrow_limit_uj": natural, "tenants.lend_limit_uj": natural,
+    "work_classes.required": lambda v: v >= 2 or "must be ≥ 2 (one run is not a sample)",
+    "idle.window_ns": natural, "idle.thresholds.uw": natural,
+    **{f"workers.{k}": natural for k in ("cpu_millis", "memory_mb", "disk_mb", "max_concurrency")},
+    "splits_retention": positive,
+}
+
+
+def validate(config: SchedulerConfig, where: str) -> SchedulerConfig:
+    try:
+        load_tree(config.tenants)
+    except TreeError as exc:
+        raise ConfigError(f"{where}: tenants: {exc}") from None
+    names = [c.name for c in config.work_classes]
+    if len(set(names)) != len(names) or "" in names:
+        raise ConfigError(f"{where}: work_classes: every class needs a distinct, non-empty name")
+    if config.idle.thresholds and not config.idle.window_ns:
+        raise ConfigError(f"{where}: idle.window_ns must be positive when thresholds are set")
+    return config
+
+
+def load(path: Path) -> SchedulerConfig:
+    return validate(settings.load(SchedulerConfig, path, CHECKS), str(path))

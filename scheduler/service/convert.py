@@ -1,0 +1,154 @@
+"""Kernel records <-> v1 messages. The kernel's enums share names and values
+with the wire enums, so an enum crosses as its integer."""
+
+from __future__ import annotations
+
+from protos.energy import Grade
+from protos.pool.v1 import agent_pb2, claims_pb2, ops_pb2, types_pb2
+from scheduler.kernel import (Claim, ClaimSpec, ClaimVerdict, Device, Estimate, Explanation, Placement,
+                              PreemptionPlan, Resources, TenantView, Worker, WorkerView)
+from scheduler.service.config import WorkerOverride
+from scheduler.service.observed import DeviceWindow, SplitRow, WindowShare
+
+
+def grade(g: Grade | None) -> int:
+    return int(g) if g is not None else types_pb2.GRADE_UNSPECIFIED
+
+
+def grade_from(value: int) -> Grade | None:
+    return Grade(value) if value else None
+
+
+# -- claims -------------------------------------------------------------------
+
+def resources(r: Resources) -> types_pb2.Resources:
+    return types_pb2.Resources(cpu_millis=r.cpu_millis, memory_mb=r.memory_mb, disk_mb=r.disk_mb,
+                               gpu_mdev=r.gpu_mdev, gpu_types=r.gpu_types)
+
+
+def spec_from(request: claims_pb2.SubmitRequest) -> ClaimSpec:
+    r = request.resources
+    return ClaimSpec(
+        claim_id=request.claim_id, tenant=request.tenant,
+        resources=Resources(r.cpu_millis, r.memory_mb, r.disk_mb, r.gpu_mdev, tuple(sorted(set(r.gpu_types)))),
+        placement=Placement(request.placement),
+        estimate_uj=request.estimate_uj if request.HasField("estimate_uj") else None,
+        work_class=request.work_class, priority=request.priority,
+        gang_id=request.gang_id, gang_size=request.gang_size)
+
+
+def submit_request(spec: ClaimSpec) -> claims_pb2.SubmitRequest:
+    request = claims_pb2.SubmitRequest(
+        claim_id=spec.claim_id, tenant=spec.tenant, gang_id=spec.gang_id, gang_size=spec.gang_size,
+        resources=resources(spec.resources), placement=int(spec.placement), work_class=spec.work_class,
+        priority=spec.priority)
+    if spec.estimate_uj is not None:
+        request.estimate_uj = spec.estimate_uj
+    return request
+
+
+def claim_status(claim: Claim, ledger_seq: int) -> claims_pb2.ClaimStatus:
+    return claims_pb2.ClaimStatus(
+        claim_id=claim.claim_id, tenant=claim.tenant, state=int(claim.state), reason=int(claim.reason),
+        hold_uj=claim.hold_uj, hold_grade=grade(claim.hold_grade),
+        measured_uj=claim.settled_uj if claim.settled_ns else claim.measured_uj,
+        measured_grade=grade(claim.settled_grade if claim.settled_ns else claim.measured_grade),
+        completed_units=claim.completed_units, overrun=claim.overrun, worker=claim.worker,
+        devices_mdev={d.device_id: d.mdev for d in claim.devices}, ledger_seq=ledger_seq,
+        gang_id=claim.spec.gang_id, priority=claim.spec.priority, borrowed=claim.borrowed,
+        request=submit_request(claim.spec))
+
+
+# -- agents -------------------------------------------------------------------
+
+def worker_from(request: agent_pb2.RegisterRequest, override: WorkerOverride | None) -> Worker:
+    r = request.capacity.resources
+    o = override or WorkerOverride()
+    gpus = tuple(sorted((Device(d.device_id, d.device_type) for d in request.devices
+                         if d.kind == types_pb2.GPU), key=lambda d: d.device_id))
+    return Worker(request.host_id, _wins(o.cpu_millis, r.cpu_millis), _wins(o.memory_mb, r.memory_mb),
+                  _wins(o.disk_mb, r.disk_mb), gpus, _wins(o.max_concurrency, request.capacity.max_concurrency))
+
+
+def _wins(operator: int | None, reported: int) -> int:
+    """Operator overrides win over what the agent reports."""
+    return reported if operator is None else operator
+
+
+def capacity(worker: Worker) -> types_pb2.Capacity:
+    return types_pb2.Capacity(resources=resources(worker.capacity), max_concurrency=worker.max_concurrency)
+
+
+def window_from(w: agent_pb2.Window) -> DeviceWindow:
+    return DeviceWindow(w.device_id, w.seq, w.start_ns, w.end_ns, w.uj if w.HasField("uj") else None,
+                        Grade(w.grade), tuple(WindowShare(s.occupant, s.uj, Grade(s.grade)) for s in w.shares))
+
+
+# -- operations ---------------------------------------------------------------
+
+def tenant_node(v: TenantView) -> ops_pb2.TenantNode:
+    t = v.tenant
+    node = ops_pb2.TenantNode(name=t.name, parent=t.parent, weight=t.weight, guarantee_uj=t.guarantee_uj,
+                              guarantee_mdev=t.guarantee_mdev, usage_uj=v.usage_uj, usage_mdev=v.usage_mdev,
+                              borrowed_uj=v.borrowed_uj, measured_uj=v.measured_uj,
+                              measured_grade=grade(v.measured_grade))
+    if t.borrow_limit_uj is not None:
+        node.borrow_limit_uj = t.borrow_limit_uj
+    if t.lend_limit_uj is not None:
+        node.lend_limit_uj = t.lend_limit_uj
+    return node
+
+
+def worker_status(v: WorkerView, live: bool, meters: list[types_pb2.DeviceMeter]) -> ops_pb2.WorkerStatus:
+    return ops_pb2.WorkerStatus(
+        worker=v.worker.worker_id, capacity=capacity(v.worker), reserved=resources(v.reserved),
+        available=resources(v.available), active_claims=v.active_claims, live=live, devices=meters,
+        exclusive=v.exclusive)
+
+
+def explanation(e: Explanation) -> ops_pb2.Explanation:
+    out = ops_pb2.Explanation(claim_id=e.claim_id, state=int(e.state), reason=int(e.reason),
+                              queue_position=e.queue_position)
+    for c in e.checks:
+        check = out.checks.add(step=int(c.step), ok=c.ok, evaluated=c.evaluated, node=c.node,
+                               guarantee=c.guarantee, usage=c.usage, hold=c.hold, surplus=c.surplus,
+                               grade=grade(c.grade), detail=c.detail, reason=int(c.reason))
+        if c.limit is not None:
+            check.limit = c.limit
+    for w in e.workers:
+        out.workers.add(worker=w.worker, ok=w.ok, reason=int(w.reason), fields=[
+            ops_pb2.FieldFigure(field=f.field, requested=f.requested, capacity=f.capacity, reserved=f.reserved,
+                                available_before=f.available_before, available_after=f.available_after,
+                                shortfall=f.shortfall)
+            for f in w.fields])
+    return out
+
+
+def split_row(r: SplitRow) -> ops_pb2.SplitRow:
+    return ops_pb2.SplitRow(tenant=r.tenant, claim_id=r.claim_id, worker=r.worker, device_id=r.device_id,
+                            start_ns=r.start_ns, end_ns=r.end_ns, uj=r.uj, grade=grade(r.grade))
+
+
+def preemption(plan: PreemptionPlan) -> ops_pb2.PreemptionOrderResponse:
+    return ops_pb2.PreemptionOrderResponse(
+        order=[ops_pb2.Victim(claim_id=v.claim_id, tenant=v.tenant, tier=int(v.tier), measured_uj=v.measured_uj,
+                              completed_units=v.completed_units, priority=v.priority, admitted_seq=v.admitted_seq)
+               for v in plan.order],
+        victims=plan.victims, reason=int(plan.reason))
+
+
+def claim_verdict(v: ClaimVerdict) -> ops_pb2.ClaimVerdict:
+    out = ops_pb2.ClaimVerdict(claim_id=v.claim_id, verdict=int(v.verdict), grade=grade(v.grade),
+                               threshold_uw=v.threshold_uw, held_mdev=v.held_mdev, observed_ns=v.observed_ns)
+    if v.mean_uw is not None:
+        out.mean_uw = v.mean_uw
+    return out
+
+
+def estimate(e: Estimate) -> ops_pb2.EstimateResponse:
+    out = ops_pb2.EstimateResponse(work_class=e.work_class, grade=grade(e.grade), observations=e.observations,
+                                   excluded_estimator=e.excluded_estimator, eligible=e.eligible,
+                                   required=e.required)
+    if e.estimate_uj is not None:
+        out.estimate_uj = e.estimate_uj
+    return out

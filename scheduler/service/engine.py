@@ -1,0 +1,147 @@
+"""The scheduler's state machine: the kernel's state, the observed windows and
+the ledger, kept in step.
+
+Every change goes the same way: the kernel decides (pure), the records are
+applied with the one fold that also replays the ledger at start-up, queued to
+the ledger in that order, and only once they are durable is anyone told —
+the caller, the watchers, the agents (occupancy). Decisions are serialised by
+the event loop: nothing awaits between deciding and queueing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from scheduler.kernel import (ClaimAdmitted, ClaimRefused, ClaimState, ClaimSubmitted, ClusterState, Event,
+                              Progress, Reason, apply, event_from_body, schedule)
+from scheduler.kernel.events import Settled
+from scheduler.ledger.receipts import Entry
+from scheduler.ledger.writer import GroupCommitWriter
+from scheduler.service.observed import WINDOWS, DeviceWindow, Observed, windows_body, windows_from_body
+
+log = logging.getLogger("pool.scheduler")
+
+Record = tuple[str, dict[str, Any]]   # (receipt kind, body)
+
+
+class LedgerFailed(Exception):
+    """The ledger could not make a change durable: the process must restart
+    and replay, since memory is now ahead of the ledger."""
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """What one commit changed, for watchers and agents."""
+
+    claims: frozenset[str]
+    workers: frozenset[str]
+    time_ns: int
+
+
+class Engine:
+    def __init__(self, retention: int) -> None:
+        self.state = ClusterState()
+        self.observed = Observed(retention)
+        self.writer: GroupCommitWriter | None = None
+        self.failed: Exception | None = None
+        self.ready = False                    # true once the ledger is verified and replayed
+        self.claim_seq: dict[str, int] = {}   # claim id -> the receipt that last changed its status
+        self.pending_reason: dict[str, Reason] = {}  # why each pending claim waits, as last decided
+        # worker -> the receipt that last changed its occupancy: the version pushed to its agent,
+        # increasing across restarts because replay rebuilds it
+        self.occupancy_seq: dict[str, int] = {}
+        self._listeners: list[Callable[[Change], None]] = []
+
+    # -- the one fold, live and at start-up ---------------------------------
+
+    def fold(self, kind: str, body: dict[str, Any]) -> Event | None:
+        """Apply one record; the kernel event it was (None for windows already counted)."""
+        if kind == WINDOWS:
+            worker, windows = windows_from_body(body)
+            event = self.observed.fold(self.state, worker, windows)
+            if event is None:
+                return None
+        else:
+            event = event_from_body(kind, body)
+        self.state = apply(self.state, event)
+        if isinstance(event, Settled):
+            self.observed.forget(event.claim_id)
+        return event
+
+    def replay_entry(self, engine: Engine, entry: Entry) -> Engine:
+        """The ledger's Fold.apply: the engine folds in place and is its own state."""
+        before = self.state
+        claims: set[str] = set()
+        workers: set[str] = set()
+        _touched(before, self.fold(entry.kind, entry.body), claims, workers)
+        self._stamp(claims, workers, entry.seq)
+        return self
+
+    def _stamp(self, claims: set[str], workers: set[str], seq: int) -> None:
+        self.claim_seq.update(dict.fromkeys(claims, seq))
+        self.occupancy_seq.update(dict.fromkeys(workers, seq))
+
+    # -- committing ---------------------------------------------------------
+
+    def listen(self, listener: Callable[[Change], None]) -> None:
+        self._listeners.append(listener)
+
+    async def commit(self, records: Iterable[Record], now_ns: int) -> Change:
+        if self.failed is not None:
+            raise LedgerFailed(str(self.failed))
+        assert self.writer is not None
+        futures, touched = [], []
+        for kind, body in records:
+            before = self.state
+            event = self.fold(kind, body)
+            claims: set[str] = set()
+            workers: set[str] = set()
+            _touched(before, event, claims, workers)
+            touched.append((claims, workers))
+            futures.append(self.writer.submit(kind, body, now_ns))
+        try:
+            receipts = await asyncio.gather(*futures)
+        except Exception as exc:
+            self.failed = exc
+            log.critical("ledger append failed; memory is ahead of the ledger, stopping: %s", exc)
+            raise LedgerFailed(str(exc)) from exc
+        for receipt, (claims, workers) in zip(receipts, touched):
+            self._stamp(claims, workers, receipt.entry.seq)
+        change = Change(frozenset().union(*(c for c, _ in touched)), frozenset().union(*(w for _, w in touched)),
+                        now_ns)
+        for listener in self._listeners:
+            listener(change)
+        return change
+
+    async def decide(self, first: Iterable[Event], now_ns: int) -> Change:
+        """Commit `first` and whatever the pending queue then admits, preempts
+        or refuses, as one decision."""
+        first = list(first)
+        state = self.state
+        for event in first:
+            state = apply(state, event)
+        decision = schedule(state, now_ns)
+        self.pending_reason = dict(decision.reasons)
+        return await self.commit([(e.kind, e.to_body()) for e in (*first, *decision.events)], now_ns)
+
+    async def record_windows(self, worker: str, windows: list[DeviceWindow], now_ns: int) -> Change:
+        return await self.commit([(WINDOWS, windows_body(worker, windows))], now_ns)
+
+
+def _touched(before: ClusterState, event: Event | None, claims: set[str], workers: set[str]) -> None:
+    """Claims whose status an event changes (metering is not a status change),
+    and workers whose occupancy it changes."""
+    if isinstance(event, ClaimSubmitted):
+        claims.add(event.spec.claim_id)
+    elif isinstance(event, ClaimAdmitted):
+        claims.add(event.claim_id)
+        workers.add(event.worker)
+    elif isinstance(event, (ClaimRefused, Progress, Settled)):
+        claims.add(event.claim_id)
+        old = before.claims.get(event.claim_id)
+        if isinstance(event, Settled) and old is not None and old.state is ClaimState.ADMITTED:
+            workers.add(old.worker)

@@ -1,0 +1,133 @@
+"""The Operations service: the tree, workers, explain, splits, preemption and
+reclamation order, estimates, and the ledger's head, export and witnesses."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import defaultdict
+
+from protos.energy import Grade, worst
+from protos.pool.v1 import ops_pb2, ops_pb2_grpc
+from scheduler import kernel
+from scheduler.ledger.witness import WitnessRejected
+from scheduler.ledger.writer import GroupCommitWriter
+from scheduler.service import convert
+from scheduler.service.agents import AgentServicer
+from scheduler.service.engine import Engine
+from scheduler.service.errors import Refused, checked, guarded
+
+EXPORT_CHUNK = 1 << 20   # bytes of whole receipts per LedgerChunk
+
+
+class OperationsServicer(ops_pb2_grpc.OperationsServicer):
+    def __init__(self, engine: Engine, agents: AgentServicer) -> None:
+        self.engine, self.agents = engine, agents
+
+    @property
+    def _writer(self) -> GroupCommitWriter:
+        assert self.engine.writer is not None
+        return self.engine.writer
+
+    @guarded
+    async def Tenants(self, request, context):
+        state = self.engine.state
+        start = state.epoch_ns + state.period_index * state.period_ns if state.period_ns else 0
+        return ops_pb2.TenantsResponse(tenants=[convert.tenant_node(v) for v in kernel.tenants(state)],
+                                       period_start_ns=start, period_ns=state.period_ns)
+
+    @guarded
+    async def Workers(self, request, context):
+        return ops_pb2.WorkersResponse(workers=[
+            convert.worker_status(v, self.agents.live(v.worker.worker_id),
+                                  self.agents.meters.get(v.worker.worker_id, []))
+            for v in kernel.workers(self.engine.state)])
+
+    @guarded
+    async def Explain(self, request, context):
+        return convert.explanation(checked(kernel.explain(self.engine.state, request.claim_id, time.time_ns())))
+
+    @guarded
+    async def Splits(self, request, context):
+        tenants = None
+        if request.tenant:
+            tree = self.engine.state.tree
+            if request.tenant not in tree.nodes:
+                raise Refused("UNKNOWN_TENANT", f"tenant: {request.tenant!r} is not in the tree")
+            tenants = {n for n in tree.nodes if request.tenant in tree.path(n)}
+        rows = self.engine.observed.splits(tenants, request.since_ns, request.device_id)
+        totals: dict[str, tuple[int, list[Grade]]] = defaultdict(lambda: (0, []))
+        for row in rows:
+            uj, grades = totals[row.tenant]
+            grades.append(row.grade)
+            totals[row.tenant] = (uj + row.uj, grades)
+        return ops_pb2.SplitsResponse(
+            rows=[convert.split_row(r) for r in rows],
+            totals=[ops_pb2.TenantTotal(tenant=t, uj=uj, grade=convert.grade(worst(g)))
+                    for t, (uj, g) in sorted(totals.items())])
+
+    @guarded
+    async def PreemptionOrder(self, request, context):
+        plan = kernel.preemption_order(self.engine.state, request.for_claim_id or None, time.time_ns())
+        return convert.preemption(checked(plan))
+
+    def _verdicts(self) -> tuple[kernel.ClaimVerdict, ...]:
+        state = self.engine.state
+        window = state.idle.window_ns
+        admitted = [c for t in state.open_by_tenant for c in state.open_by_tenant[t]]
+        observations = {c: o for c in admitted if (o := self.engine.observed.observation(state, c, window))}
+        return kernel.idle_verdicts(state, observations)
+
+    @guarded
+    async def ReclamationOrder(self, request, context):
+        verdicts = self._verdicts()
+        return ops_pb2.ReclamationOrderResponse(verdicts=[convert.claim_verdict(v) for v in verdicts],
+                                                order=kernel.reclamation_order(verdicts),
+                                                window_ns=self.engine.state.idle.window_ns)
+
+    @guarded
+    async def Reclaim(self, request, context):
+        now = time.time_ns()
+        order = kernel.reclamation_order(self._verdicts())
+        await self.engine.decide(kernel.reclaim(self.engine.state, order, now), now)
+        return ops_pb2.ReclaimResponse(reclaimed=order)
+
+    @guarded
+    async def Estimate(self, request, context):
+        return convert.estimate(checked(kernel.derived_estimate(self.engine.state, request.work_class)))
+
+    @guarded
+    async def LedgerHead(self, request, context):
+        return self._info()
+
+    def _info(self) -> ops_pb2.LedgerInfo:
+        info = self._writer.steward.info()
+        return ops_pb2.LedgerInfo(ledger_id=info.ledger_id, length=info.length, head=info.head,
+                                  steward_key_id=info.steward_key_id, witnessed_length=info.witnessed_length)
+
+    async def LedgerExport(self, request, context):
+        if not self.engine.ready:
+            err = Refused("NOT_READY", "the ledger is still being verified and replayed")
+            await context.abort(err.status, str(err))
+        steward = self._writer.steward
+        stop = steward.length
+        chunk: list[bytes] = []
+        size = 0
+        for raw in steward.read(request.from_seq, stop):
+            chunk.append(raw)
+            size += len(raw)
+            if size >= EXPORT_CHUNK:
+                yield ops_pb2.LedgerChunk(receipts=b"".join(chunk))
+                chunk, size = [], 0
+        if chunk:
+            yield ops_pb2.LedgerChunk(receipts=b"".join(chunk))
+
+    @guarded
+    async def RecordWitness(self, request, context):
+        steward = self._writer.steward
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, steward.record_witness,
+                                                             request.witness_receipt)
+        except WitnessRejected as error:
+            raise Refused("WITNESS_REJECTED", f"{error.code}: {error}") from None
+        return self._info()
