@@ -38,7 +38,7 @@ def pick_devices(worker: Worker, load: WorkerLoad, req: Resources) -> tuple[Devi
         fitting = [(MDEV_PER_DEVICE - used[i], worker.devices[i].device_id) for i in matching
                    if MDEV_PER_DEVICE - used[i] >= req.gpu_mdev]
         return (DeviceShare(min(fitting)[1], req.gpu_mdev),) if fitting else None
-    free = sorted(worker.devices[i].device_id for i in matching if used[i] == 0)
+    free = [worker.devices[i].device_id for i in matching if used[i] == 0]  # devices are kept in id order
     wanted = req.gpu_mdev // MDEV_PER_DEVICE
     if len(free) < wanted:
         return None

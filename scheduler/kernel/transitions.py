@@ -76,7 +76,7 @@ def _config(state: ClusterState, e: ConfigApplied) -> ClusterState:
 
 
 def _registered(state: ClusterState, e: WorkerRegistered) -> ClusterState:
-    worker = e.worker
+    worker = replace(e.worker, devices=tuple(sorted(e.worker.devices, key=lambda d: d.device_id)))
     old = state.workers.get(worker.worker_id)
     old_key = free_key(old, state.loads[old.worker_id]) if old is not None and old.live else None
     load = WorkerLoad(device_used=(0,) * len(worker.devices))
