@@ -43,11 +43,11 @@ def _ask(args: Any, method: str, request: Any) -> dict:
 
 
 def _tenants(args: Any) -> int:
-    emit(args, _ask(args, "Tenants", ops_pb2.TenantsRequest()), _render_tenants)
+    emit(args, _ask(args, "Tenants", ops_pb2.TenantsRequest()), render_tenants)
     return 0
 
 
-def _render_tenants(doc: dict) -> str:
+def render_tenants(doc: dict) -> str:
     rows = [(t["name"], t["parent"] or "—", t["weight"], format_uj(t["guarantee_uj"]), format_uj(t["usage_uj"]),
              format_uj(t["borrowed_uj"]), t["guarantee_mdev"], t["usage_mdev"], format_uj(t["measured_uj"]),
              t["measured_grade"])
@@ -57,14 +57,14 @@ def _render_tenants(doc: dict) -> str:
 
 
 def _workers(args: Any) -> int:
-    emit(args, _ask(args, "Workers", ops_pb2.WorkersRequest()), _render_workers)
+    emit(args, _ask(args, "Workers", ops_pb2.WorkersRequest()), render_workers)
     return 0
 
 
 _FIELDS = ("cpu_millis", "memory_mb", "disk_mb", "gpu_mdev")
 
 
-def _render_workers(doc: dict) -> str:
+def render_workers(doc: dict) -> str:
     rows = []
     for w in doc["workers"]:
         cap = (w["capacity"] or {}).get("resources") or {}
@@ -76,11 +76,11 @@ def _render_workers(doc: dict) -> str:
 
 
 def _explain(args: Any) -> int:
-    emit(args, _ask(args, "Explain", ops_pb2.ExplainRequest(claim_id=args.claim_id)), _render_explain)
+    emit(args, _ask(args, "Explain", ops_pb2.ExplainRequest(claim_id=args.claim_id)), render_explain)
     return 0
 
 
-def _render_explain(doc: dict) -> str:
+def render_explain(doc: dict) -> str:
     head = f"claim {doc['claim_id']}: {doc['state']}, reason {doc['reason']}"
     if doc["queue_position"]:
         head += f", position {doc['queue_position']} in the queue"
@@ -101,11 +101,11 @@ def _ok(check: dict) -> str:
 
 def _splits(args: Any) -> int:
     request = ops_pb2.SplitsRequest(tenant=args.tenant, since_ns=args.since, device_id=args.device)
-    emit(args, _ask(args, "Splits", request), _render_splits)
+    emit(args, _ask(args, "Splits", request), render_splits)
     return 0
 
 
-def _render_splits(doc: dict) -> str:
+def render_splits(doc: dict) -> str:
     totals = table(("tenant", "energy", "µJ", "grade"),
                    [(t["tenant"], format_uj(t["uj"]), t["uj"], t["grade"]) for t in doc["totals"]])
     rows = table(("tenant", "claim", "worker", "device", "start_ns", "end_ns", "µJ", "grade"),
@@ -116,11 +116,11 @@ def _render_splits(doc: dict) -> str:
 
 def _preemption(args: Any) -> int:
     emit(args, _ask(args, "PreemptionOrder", ops_pb2.PreemptionOrderRequest(for_claim_id=args.for_claim)),
-         _render_preemption)
+         render_preemption)
     return 0
 
 
-def _render_preemption(doc: dict) -> str:
+def render_preemption(doc: dict) -> str:
     rows = [(v["claim_id"], v["tenant"], v["tier"], format_uj(v["measured_uj"]), v["completed_units"],
              v["priority"], v["admitted_seq"], "victim" if v["claim_id"] in doc["victims"] else "")
             for v in doc["order"]]
@@ -128,11 +128,11 @@ def _render_preemption(doc: dict) -> str:
 
 
 def _reclamation(args: Any) -> int:
-    emit(args, _ask(args, "ReclamationOrder", ops_pb2.ReclamationOrderRequest()), _render_reclamation)
+    emit(args, _ask(args, "ReclamationOrder", ops_pb2.ReclamationOrderRequest()), render_reclamation)
     return 0
 
 
-def _render_reclamation(doc: dict) -> str:
+def render_reclamation(doc: dict) -> str:
     rows = [(v["claim_id"], v["verdict"], format_uw(v["mean_uw"]), v["grade"], format_uw(v["threshold_uw"] or None),
              v["held_mdev"], (doc["order"].index(v["claim_id"]) + 1) if v["claim_id"] in doc["order"] else "—")
             for v in doc["verdicts"]]
@@ -146,11 +146,11 @@ def _reclaim(args: Any) -> int:
 
 
 def _estimate(args: Any) -> int:
-    emit(args, _ask(args, "Estimate", ops_pb2.EstimateRequest(work_class=args.work_class)), _render_estimate)
+    emit(args, _ask(args, "Estimate", ops_pb2.EstimateRequest(work_class=args.work_class)), render_estimate)
     return 0
 
 
-def _render_estimate(doc: dict) -> str:
+def render_estimate(doc: dict) -> str:
     figure = format_uj(doc["estimate_uj"]) if doc["estimate_uj"] is not None else "none derived"
     return (f"{doc['work_class']}: {figure} ({doc['grade'] or 'no grade'}); observations {doc['observations']}, "
             f"excluded as Estimator {doc['excluded_estimator']}, eligible {doc['eligible']}, "
