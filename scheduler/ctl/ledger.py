@@ -1,5 +1,6 @@
 """`poolctl keygen` and `poolctl ledger export|verify|witness`: offline work on a
-ledger file (a SQLite store or an export), needing no running scheduler."""
+ledger file (a SQLite store or an export), needing no running scheduler; and
+`poolctl ledger head|fetch` and `witness --submit`, which ask a scheduler."""
 
 from __future__ import annotations
 
@@ -8,7 +9,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import grpc
+
+from protos.pool.v1 import ops_pb2, ops_pb2_grpc
 from scheduler.ctl.output import EXIT_FAILED, EXIT_OK, CtlError, add_output_flag, emit, table
+from scheduler.ctl.wire import add_scheduler_flag, as_ctl_error, call, channel, to_doc
 from scheduler.ledger import export, keys, witness
 from scheduler.ledger.sqlite import SqliteStore
 from scheduler.ledger.store import StoreError
@@ -23,6 +28,17 @@ def register(verbs: argparse._SubParsersAction) -> None:
 
     ledger = verbs.add_parser("ledger", help="export, verify or witness a ledger")
     sub = ledger.add_subparsers(dest="ledger_verb", required=True)
+    p = sub.add_parser("head", help="a running scheduler's ledger id, length and head")
+    add_scheduler_flag(p)
+    add_output_flag(p)
+    p.set_defaults(run=_head)
+
+    p = sub.add_parser("fetch", help="export a running scheduler's ledger as a CBOR sequence")
+    p.add_argument("--out", required=True, metavar="FILE")
+    add_scheduler_flag(p)
+    add_output_flag(p)
+    p.set_defaults(run=_fetch)
+
     p = sub.add_parser("export", help="write a store's receipts as a CBOR sequence")
     p.add_argument("store")
     p.add_argument("--out", required=True, metavar="FILE")
@@ -42,6 +58,8 @@ def register(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--key", required=True, metavar="WITNESS_KEY", help="the witness's private key")
     p.add_argument("--steward-key", metavar="PUBKEY", help="check the steward's signatures with this key")
     p.add_argument("--out", metavar="FILE", help="write the statement here (else print it as hex)")
+    p.add_argument("--submit", action="store_true", help="record the statement in the scheduler's ledger")
+    add_scheduler_flag(p)
     add_output_flag(p)
     p.set_defaults(run=_witness)
 
@@ -136,8 +154,34 @@ def _witness(args: Any) -> int:
             Path(args.out).write_bytes(statement)
         except OSError as exc:
             raise CtlError("UNWRITABLE", f"{args.out}: {exc.strerror}") from None
+    if args.submit:
+        call(_ops(args).RecordWitness, ops_pb2.RecordWitnessRequest(witness_receipt=statement))
     doc = {"ledger_id": report.ledger_id.hex(), "length": report.length, "head": report.head.hex(),
-           "witness_key_id": key.public.key_id.hex(), "out": args.out,
+           "witness_key_id": key.public.key_id.hex(), "out": args.out, "submitted": args.submit,
            "statement": None if args.out else statement.hex()}
+    emit(args, doc, lambda d: table(("field", "value"), list(d.items())))
+    return EXIT_OK
+
+
+def _ops(args: Any) -> ops_pb2_grpc.OperationsStub:
+    return ops_pb2_grpc.OperationsStub(channel(args))
+
+
+def _head(args: Any) -> int:
+    doc = to_doc(call(_ops(args).LedgerHead, ops_pb2.LedgerHeadRequest()))
+    emit(args, doc, lambda d: table(("field", "value"), list(d.items())))
+    return EXIT_OK
+
+
+def _fetch(args: Any) -> int:
+    try:
+        chunks = b"".join(c.receipts for c in _ops(args).LedgerExport(ops_pb2.LedgerExportRequest()))
+    except grpc.RpcError as error:
+        raise as_ctl_error(error) from None
+    try:
+        count, head = export.write(export.split(chunks), args.out)
+    except OSError as exc:
+        raise CtlError("UNWRITABLE", f"{args.out}: {exc.strerror}") from None
+    doc = {"out": args.out, "length": count, "head": head.hex()}
     emit(args, doc, lambda d: table(("field", "value"), list(d.items())))
     return EXIT_OK

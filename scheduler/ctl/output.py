@@ -27,10 +27,8 @@ def add_output_flag(parser: Any) -> None:
 
 
 def emit(args: Any, document: Any, render_table: Callable[[Any], str]) -> None:
-    if args.output == "json":
-        print(json.dumps(document, indent=2, sort_keys=False))
-    else:
-        print(render_table(document))
+    text = json.dumps(document, indent=2) if args.output == "json" else render_table(document)
+    print(text, flush=True)   # flushed: `watch` streams documents to a pipe as they come
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import shutil
 import socket
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -171,13 +168,3 @@ def test_unit_is_hardened():
     assert service["DevicePolicy"] == ["closed"] and all("nvidia" in d for d in service["DeviceAllow"])
     assert service["ProtectSystem"] == ["strict"] and service["StateDirectory"] == ["pool-agent"]
 
-
-def test_unit_passes_systemd_analyze_verify(tmp_path):
-    if shutil.which("systemd-analyze") is None:
-        pytest.skip("systemd-analyze is not installed here (CI installs systemd)")
-    exe = Path(sys.executable).with_name("pool-agent")
-    unit = tmp_path / "pool-agent.service"  # ExecStart must exist for verify: point it at this venv
-    unit.write_text(UNIT.read_text().replace("/usr/bin/pool-agent", str(exe)))
-    done = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    assert "pool-agent.service" not in done.stderr, done.stderr

@@ -1,0 +1,115 @@
+"""The ledger is the durable state: a scheduler killed with SIGKILL restarts
+with exactly the usage, claims and head it had, loses nothing it
+acknowledged, and counts an agent's resent windows once (issue 6)."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+
+import grpc
+
+from protos.pool.v1 import claims_pb2, types_pb2
+from scheduler.ledger import export
+from scheduler.ledger.sqlite import SqliteStore
+from scheduler.ledger.verify import verify
+from scheduler.service.observed import WINDOWS
+
+from .conftest import BIN, J, wait_for
+
+
+def snapshot(s) -> tuple:
+    """What the ledger holds. A worker's meter list is what its agent reports
+    at registration, kept in memory only, so it is left out."""
+    workers = [{k: v for k, v in w.items() if k != "devices"} for w in s.json("workers")["workers"]]
+    return s.json("tenants"), s.json("claims"), workers, s.json("ledger", "head")
+
+
+def test_restart_rebuilds_usage_claims_and_head_exactly(cluster):
+    s = cluster()
+    s.register()
+    s.poolctl("submit", "a1", "--tenant", "alpha", "--estimate-uj", str(5 * J), "--cpu-millis", "100")
+    s.poolctl("submit", "b1", "--tenant", "beta", "--estimate-uj", str(7 * J))
+    s.poolctl("submit", "big", "--tenant", "beta", "--estimate-uj", str(90_000 * J))  # pending: above the root
+    s.poolctl("progress", "a1", "3")
+    s.poolctl("release", "b1")
+    before = snapshot(s)
+    states = {c["claim_id"]: c["state"] for c in before[1]["claims"]}
+    assert states == {"a1": "ADMITTED", "b1": "RELEASED", "big": "PENDING"}
+    assert before[0]["tenants"][0]["usage_uj"] == 12 * J
+    s.kill()
+    s.start()
+    assert snapshot(s) == before
+
+
+def test_sigkill_during_submissions_loses_nothing_acknowledged(cluster):
+    s = cluster()
+    s.register()
+    acknowledged: list[str] = []
+    stop = threading.Event()
+
+    def submit_forever() -> None:
+        for i in range(100_000):
+            if stop.is_set():
+                return
+            request = claims_pb2.SubmitRequest(claim_id=f"c{i}", tenant=("alpha", "beta")[i % 2],
+                                               estimate_uj=1000, resources=types_pb2.Resources(cpu_millis=0))
+            try:
+                s.claims.Submit(request, timeout=5)
+            except grpc.RpcError:
+                return
+            acknowledged.append(request.claim_id)
+
+    client = threading.Thread(target=submit_forever)
+    client.start()
+    wait_for("some acknowledged claims", lambda: len(acknowledged) > 50)
+    s.kill()
+    stop.set()
+    client.join(timeout=10)
+    s.start()
+    known = {c["claim_id"]: c for c in s.json("claims")["claims"]}
+    assert set(acknowledged) <= set(known)
+    assert all(known[c]["state"] == "ADMITTED" for c in acknowledged)
+    report = s.poolctl("ledger", "verify", str(s.ledger), "-o", "json")
+    assert '"valid": true' in report.stdout
+
+
+def window_receipts(path) -> list[dict]:
+    entries: list = []
+    store = SqliteStore(path)
+    try:
+        assert verify(store.read(), None, on_entry=entries.append).valid
+    finally:
+        store.close()
+    return [w for e in entries if e.kind == WINDOWS for w in e.body["windows"]]
+
+
+def reference_window_count() -> int:
+    """The windows the agent makes of the whole trace when nothing interrupts it."""
+    done = subprocess.run([str(BIN / "pool-agent"), "--replay", "bundled", "--replay-speed", "0", "--stdout"],
+                          capture_output=True, text=True, timeout=120, check=True)
+    return len(done.stdout.splitlines())
+
+
+def test_agent_windows_are_counted_once_across_a_scheduler_kill(cluster):
+    s = cluster()
+    agent = cluster.agent(s, speed=10)
+    wait_for("the agent to register", lambda: s.json("workers")["workers"])
+    s.poolctl("submit", "job", "--tenant", "alpha", "--estimate-uj", str(50_000 * J), "--gpu-mdev", "500")
+    wait_for("windows to arrive", lambda: len(s.json("splits")["rows"]) >= 6)
+    s.kill()
+    time.sleep(1.0)   # the agent buffers while the scheduler is down
+    s.start()
+    agent.process.wait(timeout=60)   # the trace ends; the agent drains and exits
+    assert agent.process.returncode == 0, agent.log_path.read_text()
+    windows = window_receipts(s.ledger)
+    seqs = [w["seq"] for w in windows]
+    assert seqs == list(range(1, len(seqs) + 1)), "each window once, none lost"
+    assert all(a["end_ns"] == b["start_ns"] for a, b in zip(windows, windows[1:])), "windows chain, no overlap"
+    assert len(seqs) == reference_window_count()
+    total = sum(w["uj"] for w in windows if w["uj"] is not None)
+    splits = s.json("splits")
+    assert sum(t["uj"] for t in splits["totals"]) == total
+    job = s.json("claims")["claims"][0]
+    assert 0 < job["measured_uj"] < total and job["measured_grade"] == "ModelBased"
