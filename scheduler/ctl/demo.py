@@ -39,6 +39,10 @@ J = 1_000_000          # µJ per joule
 SLICE = 100            # mdev: every demo claim holds a tenth of a GPU
 IDLE_W = 200           # a threshold between the H200's parked draw (~113 W) and working draw (≥ 300 W)
 STEP_CLASS = "step"
+# (name, parent, guarantee in J, guarantee in milli-GPUs): research and adhoc get almost no
+# energy of their own, so what they run beyond it must be borrowed from training's surplus.
+TENANTS = (("cluster", "", 50_010, 1000), ("training", "cluster", 50_000, 700),
+           ("research", "cluster", 5, 200), ("adhoc", "cluster", 5, 100))
 BIN = Path(sys.executable).parent
 # Idle thresholds belong to hardware (RULES §8): only these are known here.
 KNOWN_THRESHOLDS_W = {"replay": IDLE_W, "NVIDIA H200": IDLE_W, "NVIDIA H100 80GB HBM3": IDLE_W}
@@ -157,6 +161,8 @@ class Demo:
     def _scheduler_config(self) -> str:
         thresholds = "".join(f'\n[[idle.thresholds]]\ndevice_kind = "{kind}"\nuw = {watts * J}\n'
                              for kind, watts in KNOWN_THRESHOLDS_W.items())
+        tenants = "".join(f'[[tenants]]\nname = "{name}"\nparent = "{parent}"\nguarantee_uj = {joules * J}\n'
+                          f'guarantee_mdev = {mdev}\n\n' for name, parent, joules, mdev in TENANTS)
         return f"""
 [server]
 listen = "{self.address}"
@@ -167,29 +173,7 @@ log_level = "warning"
 path = "{self.dir / 'ledger.sqlite'}"
 steward_key = "{self.dir / 'steward.key'}"
 
-[[tenants]]
-name = "cluster"
-guarantee_uj = {50_010 * J}
-guarantee_mdev = 1000
-
-[[tenants]]
-name = "training"
-parent = "cluster"
-guarantee_uj = {50_000 * J}
-guarantee_mdev = 700
-
-[[tenants]]
-name = "research"
-parent = "cluster"
-guarantee_uj = {5 * J}
-guarantee_mdev = 200
-
-[[tenants]]
-name = "adhoc"
-parent = "cluster"
-guarantee_uj = {5 * J}
-guarantee_mdev = 100
-
+{tenants}
 [[work_classes]]
 name = "{STEP_CLASS}"
 required = 2

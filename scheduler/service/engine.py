@@ -55,6 +55,9 @@ class Engine:
         # increasing across restarts because replay rebuilds it
         self.occupancy_seq: dict[str, int] = {}
         self._listeners: list[Callable[[Change], None]] = []
+        # metrics hooks: each event as it is applied, each refused request by its code
+        self.on_event: Callable[[ClusterState, Event], None] = lambda before, event: None
+        self.on_refused: Callable[[str], None] = lambda code: None
 
     # -- the one fold, live and at start-up ---------------------------------
 
@@ -98,6 +101,8 @@ class Engine:
         for kind, body in records:
             before = self.state
             event = self.fold(kind, body)
+            if event is not None:
+                self.on_event(before, event)
             claims: set[str] = set()
             workers: set[str] = set()
             _touched(before, event, claims, workers)

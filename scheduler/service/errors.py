@@ -61,6 +61,7 @@ def guarded(method: Callable) -> Callable:
                 raise Refused("NOT_READY", "the ledger is still being verified and replayed")
             return await method(self, request, context)
         except Refused as error:
+            self.engine.on_refused(error.code)
             await context.abort(error.status, str(error))
         except LedgerFailed as error:
             await context.abort(grpc.StatusCode.UNAVAILABLE, f"LEDGER_UNAVAILABLE: {error}")

@@ -77,7 +77,10 @@ class Scheduler:
         agent_pb2_grpc.add_AgentServiceServicer_to_server(self.agents, self.server)
         ops_pb2_grpc.add_OperationsServicer_to_server(OperationsServicer(self.engine, self.agents), self.server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        self.engine.on_event = self.metrics.count
+        self.engine.on_refused = lambda code: self.metrics.refusals.labels(code).inc()
         self.engine.listen(lambda change: self.metrics.ledger_length.set(self.engine.writer.steward.length))
+        self.metrics.watch_state(lambda: self.engine.state, lambda: self.engine.pending_reason)
 
     async def _set_health(self, status: int) -> None:
         for service in SERVICES:

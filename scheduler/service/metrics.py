@@ -1,25 +1,33 @@
 """The scheduler's Prometheus metrics. One registry per process, so tests can
-run several schedulers side by side without colliding."""
+run several schedulers side by side without colliding.
+
+Counters follow committed events. Per-tenant usage and guarantee, and pending
+claims by reason, are read from the state when Prometheus scrapes, so no
+decision pays for them.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections import Counter as Tally
+from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from scheduler.kernel import ClaimAdmitted, ClaimRefused, ClusterState, Event, Reason
+from scheduler.kernel.events import Settled
 
 
-@dataclass
 class SchedulerMetrics:
-    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
-
-    def __post_init__(self) -> None:
-        r = self.registry
+    def __init__(self) -> None:
+        self.registry = r = CollectorRegistry()
         self.admissions = Counter("pool_admissions", "Claims admitted", registry=r)
-        self.refusals = Counter("pool_refusals", "Claims refused or left pending, by reason", ["reason"], registry=r)
-        self.settlements = Counter("pool_settlements", "Claims settled, by final state", ["state"], registry=r)
-        self.overruns = Counter("pool_overruns", "Claims whose measured energy passed their hold", registry=r)
-        self.usage_uj = Gauge("pool_tenant_usage_uj", "Tenant usage in µJ (subtree)", ["tenant"], registry=r)
-        self.guarantee_uj = Gauge("pool_tenant_guarantee_uj", "Tenant guarantee in µJ", ["tenant"], registry=r)
+        self.refusals = Counter("pool_refusals", "Requests and claims refused, by stable code or reason",
+                                ["reason"], registry=r)
+        self.settlements = Counter("pool_settlements", "Claims settled, by how", ["kind"], registry=r)
+        self.overruns = Counter("pool_overruns", "Claims settled with measured energy above their hold",
+                                registry=r)
         self.ledger_length = Gauge("pool_ledger_length", "Receipts in the ledger", registry=r)
         self.replay_seconds = Gauge("pool_replay_seconds", "Start-up verification and replay time", registry=r)
         self.windows = Counter("pool_windows_ingested", "Agent windows counted (de-duplicated)", registry=r)
@@ -27,6 +35,38 @@ class SchedulerMetrics:
                                          registry=r)
         self.agents_live = Gauge("pool_agents_live", "Agents with an open stream", registry=r)
 
+    def count(self, before: ClusterState, event: Event) -> None:
+        if isinstance(event, ClaimAdmitted):
+            self.admissions.inc()
+        elif isinstance(event, ClaimRefused):
+            self.refusals.labels(event.reason.name).inc()
+        elif isinstance(event, Settled):
+            self.settlements.labels(event.kind).inc()
+            if event.actual_uj > before.claims[event.claim_id].hold_uj:
+                self.overruns.inc()
+
+    def watch_state(self, state: Callable[[], ClusterState], pending: Callable[[], dict[str, Reason]]) -> None:
+        self.registry.register(_StateCollector(state, pending))
+
     def serve(self, address: str) -> None:
         host, _, port = address.rpartition(":")
         start_http_server(int(port), addr=host or "127.0.0.1", registry=self.registry)
+
+
+class _StateCollector(Collector):
+    def __init__(self, state: Callable[[], ClusterState], pending: Callable[[], dict[str, Reason]]) -> None:
+        self._state, self._pending = state, pending
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        state = self._state()
+        usage = GaugeMetricFamily("pool_tenant_usage_uj", "Tenant (subtree) usage in µJ", labels=["tenant"])
+        guarantee = GaugeMetricFamily("pool_tenant_guarantee_uj", "Tenant guarantee in µJ", labels=["tenant"])
+        if state.tree is not None:
+            for name in state.tree.order:
+                usage.add_metric([name], state.usage[name].total_uj)
+                guarantee.add_metric([name], state.tree.nodes[name].guarantee_uj)
+        pending = GaugeMetricFamily("pool_pending_claims", "Pending claims by the reason they wait",
+                                    labels=["reason"])
+        for reason, n in sorted(Tally(r.name for r in self._pending().values()).items()):
+            pending.add_metric([reason], n)
+        yield from (usage, guarantee, pending)

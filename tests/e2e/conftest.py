@@ -60,7 +60,7 @@ def wait_for(what: str, ready: Callable[[], bool], timeout_s: float = 30) -> Non
 class Scheduler:
     """One pool-scheduler on a fixed port and ledger, restartable."""
 
-    def __init__(self, workdir: Path, tree: str = TREE) -> None:
+    def __init__(self, workdir: Path, tree: str = TREE, metrics: str = "") -> None:
         self.dir = workdir
         self.address = f"127.0.0.1:{free_port()}"
         self.ledger = workdir / "ledger.sqlite"
@@ -70,7 +70,7 @@ class Scheduler:
         self.config.write_text(f"""
 [server]
 listen = "{self.address}"
-metrics = ""
+metrics = "{metrics}"
 log_level = "warning"
 
 [ledger]
@@ -154,8 +154,8 @@ def cluster(tmp_path: Path) -> Iterator[Callable[..., Scheduler]]:
     """cluster() starts a scheduler; cluster.agent(...) starts agents beside it."""
     started: list = []
 
-    def start(tree: str = TREE) -> Scheduler:
-        scheduler = Scheduler(tmp_path, tree).start()
+    def start(tree: str = TREE, metrics: str = "") -> Scheduler:
+        scheduler = Scheduler(tmp_path, tree, metrics).start()
         started.append(scheduler)
         return scheduler
 

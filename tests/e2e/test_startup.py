@@ -4,10 +4,11 @@ ledger is replayed."""
 
 import sqlite3
 import subprocess
+import urllib.request
 
 import pytest
 
-from .conftest import BIN, TREE
+from .conftest import BIN, TREE, free_port
 
 
 def check(config_text: str, tmp_path) -> subprocess.CompletedProcess:
@@ -63,3 +64,17 @@ def test_watch_streams_state_changes(cluster):
     rest, _ = watcher.communicate(timeout=30)
     assert watcher.returncode == 0
     assert '"state": "ADMITTED"' in first and '"state": "RELEASED"' in rest
+
+
+def test_metrics_report_admissions_refusals_usage_and_ledger(cluster):
+    port = free_port()
+    s = cluster(metrics=f"127.0.0.1:{port}")
+    s.register()
+    s.poolctl("submit", "m1", "--tenant", "alpha", "--estimate-uj", "7000")
+    s.poolctl("submit", "m2", "--tenant", "nobody", "--estimate-uj", "1", check=False)
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    assert "pool_admissions_total 1.0" in text
+    assert 'pool_refusals_total{reason="UNKNOWN_TENANT"} 1.0' in text
+    assert 'pool_tenant_usage_uj{tenant="alpha"} 7000.0' in text
+    assert 'pool_tenant_guarantee_uj{tenant="root"} 1e+11' in text
+    assert "pool_ledger_length" in text and "pool_replay_seconds" in text
