@@ -15,15 +15,23 @@ from typing import Any
 _SCALARS = (bool, int, str, bytes)
 
 
+def _is_record(cls: Any) -> bool:
+    """A dataclass or a NamedTuple: fields by name, encoded as a map."""
+    return dataclasses.is_dataclass(cls) or (isinstance(cls, type) and issubclass(cls, tuple)
+                                             and hasattr(cls, "_fields"))
+
+
 @functools.cache
 def _hints(cls: type) -> dict[str, Any]:
-    return {f.name: typing.get_type_hints(cls)[f.name] for f in dataclasses.fields(cls)}
+    names = cls._fields if hasattr(cls, "_fields") else [f.name for f in dataclasses.fields(cls)]
+    hints = typing.get_type_hints(cls)
+    return {name: hints[name] for name in names}
 
 
 def encode(value: Any) -> Any:
     if isinstance(value, Enum):
         return value.name
-    if dataclasses.is_dataclass(value):
+    if _is_record(type(value)):
         return {name: encode(getattr(value, name)) for name in _hints(type(value))}
     if isinstance(value, tuple):
         return [encode(v) for v in value]
@@ -42,7 +50,7 @@ def decode(hint: Any, body: Any) -> Any:
         return tuple(decode(item, v) for v in _expect(body, list))
     if isinstance(hint, type) and issubclass(hint, Enum):
         return hint[_expect(body, str)]
-    if dataclasses.is_dataclass(hint):
+    if _is_record(hint):
         return from_body(hint, body)
     if hint is int:
         if isinstance(body, bool) or not isinstance(body, int):

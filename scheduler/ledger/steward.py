@@ -102,29 +102,42 @@ class Steward:
                 seq, prev = seq + 1, receipt.hash
             self._store.append(self._length, [(r.entry.kind, r.raw) for r in made])
             self._length, self._head = seq, prev
+        for item in batch:
+            if item.kind == WITNESS:
+                self._note_witness(item.body["statement"])
         return made
 
     def append(self, kind: str, body: dict, time_ns: int | None = None) -> Receipt:
         return self.commit([prepare(kind, body, time_ns)])[0]
 
     def record_witness(self, statement: bytes) -> Receipt:
-        """Append a witness's statement about this ledger (WitnessRejected if it is
-        malformed, by the steward's key, or about other receipts than these)."""
+        """Append a witness's statement about this ledger."""
+        return self.commit([self.prepare_witness(statement)])[0]
+
+    def prepare_witness(self, statement: bytes) -> Prepared:
+        """A witness's statement, checked (WitnessRejected if it is malformed, by
+        the steward's key, or about other receipts than these) and ready to append."""
         seen = witness.read_statement(statement)
         with self._lock:
             witness.check(seen, self._key.public, self.ledger_id, self._length,
                           lambda i: receipts.digest(next(self._store.read(i, i + 1))))
-        receipt = self.commit([prepare(WITNESS, {"statement": statement}, internal=True)])[0]
+        return prepare(WITNESS, {"statement": statement}, internal=True)
+
+    def _note_witness(self, statement: bytes) -> None:
+        seen = witness.read_statement(statement)
         if self._witness is None or seen.length > self._witness.length:
             self._witness = WitnessSeen(seen.witness.key_id, seen.length, None)
-        return receipt
 
     def checkpoint(self, snapshot: Any) -> Receipt:
         """Sign the caller's state snapshot at this point (see docs/LEDGER.md)."""
+        return self.commit([self.prepare_checkpoint(snapshot)])[0]
+
+    def prepare_checkpoint(self, snapshot: Any) -> Prepared:
+        """A checkpoint of `snapshot`, to be appended right after the receipts it covers."""
         seen = self._witness
         body = {"state": snapshot, "witnessed_length": seen.length if seen else 0,
                 "witness_key_id": seen.key_id if seen else None}
-        return self.commit([prepare(CHECKPOINT, body, internal=True)])[0]
+        return prepare(CHECKPOINT, body, internal=True)
 
     def close(self) -> None:
         self._store.close()

@@ -22,11 +22,25 @@ class GroupCommitWriter:
         self._queue: list[tuple[Prepared, asyncio.Future]] = []
         self._drain: asyncio.Task | None = None
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="ledger-commit")
+        # the seq the next queued append will get: known when queued, since this
+        # writer is the ledger's only way in while it runs
+        self.next_seq = steward.length
 
     def submit(self, kind: str, body: dict, time_ns: int | None = None) -> asyncio.Future:
         """Queue an append now: the order of submit calls is the order in the
         ledger. The future resolves to the receipt once it is durable."""
-        item = prepare(kind, body, time_ns)
+        return self._enqueue(prepare(kind, body, time_ns))
+
+    def submit_witness(self, statement: bytes) -> asyncio.Future:
+        """Queue a witness's statement (WitnessRejected now if it does not check)."""
+        return self._enqueue(self.steward.prepare_witness(statement))
+
+    def submit_checkpoint(self, snapshot: object) -> asyncio.Future:
+        """Queue a checkpoint of the state that the receipts queued so far lead to."""
+        return self._enqueue(self.steward.prepare_checkpoint(snapshot))
+
+    def _enqueue(self, item: Prepared) -> asyncio.Future:
+        self.next_seq += 1
         future = asyncio.get_running_loop().create_future()
         self._queue.append((item, future))
         if self._drain is None:

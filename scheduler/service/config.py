@@ -32,6 +32,7 @@ class Server:
 class Ledger:
     path: Path = Path("/var/lib/pool/ledger.sqlite")
     steward_key: Path = Path("/etc/pool/steward.key")
+    checkpoint_every: int = 10_000   # receipts between signed checkpoints (start-up replays the tail); 0: none
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,7 @@ def _address(v: str) -> bool | str:
 CHECKS = {
     "server.listen": _address, "server.log_level": _level,
     "server.metrics": lambda v: v == "" or _address(v),
-    "accounting.period_ns": natural, "accounting.epoch_ns": natural,
+    "ledger.checkpoint_every": natural, "accounting.period_ns": natural, "accounting.epoch_ns": natural,
     "tenants.guarantee_uj": natural, "tenants.guarantee_mdev": natural, "tenants.weight": positive,
     "tenants.borrow_limit_uj": natural, "tenants.lend_limit_uj": natural,
     "work_classes.required": lambda v: v >= 2 or "must be ≥ 2 (one run is not a sample)",

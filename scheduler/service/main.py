@@ -56,7 +56,7 @@ def open_ledger(config: SchedulerConfig, engine: Engine) -> Steward:
     config.ledger.path.parent.mkdir(parents=True, exist_ok=True)
     store = SqliteStore(config.ledger.path, create=True)
     try:
-        return Steward.open(store, key, Fold(engine.replay_entry, engine))
+        return Steward.open(store, key, Fold(engine.replay_entry, engine, restore=engine.restore))
     except LedgerInvalid as exc:
         store.close()
         raise StartupError(f"ledger {config.ledger.path} does not verify: {exc}") from None
@@ -69,7 +69,7 @@ class Scheduler:
     def __init__(self, config: SchedulerConfig) -> None:
         self.config = config
         self.metrics = SchedulerMetrics()
-        self.engine = Engine(config.splits_retention)
+        self.engine = Engine(config.splits_retention, config.ledger.checkpoint_every)
         self.health = HealthServicer()
         self.agents = AgentServicer(self.engine, config, self.metrics)
         self.server = grpc.aio.server()

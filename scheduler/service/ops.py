@@ -3,7 +3,6 @@ reclamation order, estimates, and the ledger's head, export and witnesses."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections import defaultdict
 
@@ -124,10 +123,9 @@ class OperationsServicer(ops_pb2_grpc.OperationsServicer):
 
     @guarded
     async def RecordWitness(self, request, context):
-        steward = self._writer.steward
         try:
-            await asyncio.get_running_loop().run_in_executor(None, steward.record_witness,
-                                                             request.witness_receipt)
+            recorded = self._writer.submit_witness(request.witness_receipt)
         except WitnessRejected as error:
             raise Refused("WITNESS_REJECTED", f"{error.code}: {error}") from None
+        await recorded
         return self._info()

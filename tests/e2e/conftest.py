@@ -60,7 +60,7 @@ def wait_for(what: str, ready: Callable[[], bool], timeout_s: float = 30) -> Non
 class Scheduler:
     """One pool-scheduler on a fixed port and ledger, restartable."""
 
-    def __init__(self, workdir: Path, tree: str = TREE, metrics: str = "") -> None:
+    def __init__(self, workdir: Path, tree: str = TREE, metrics: str = "", checkpoint_every: int = 0) -> None:
         self.dir = workdir
         self.address = f"127.0.0.1:{free_port()}"
         self.ledger = workdir / "ledger.sqlite"
@@ -76,6 +76,7 @@ log_level = "warning"
 [ledger]
 path = "{self.ledger}"
 steward_key = "{workdir / 'steward.key'}"
+checkpoint_every = {checkpoint_every}
 {tree}""")
         self.process: subprocess.Popen | None = None
         self.channel = grpc.insecure_channel(self.address)
@@ -154,8 +155,8 @@ def cluster(tmp_path: Path) -> Iterator[Callable[..., Scheduler]]:
     """cluster() starts a scheduler; cluster.agent(...) starts agents beside it."""
     started: list = []
 
-    def start(tree: str = TREE, metrics: str = "") -> Scheduler:
-        scheduler = Scheduler(tmp_path, tree, metrics).start()
+    def start(tree: str = TREE, metrics: str = "", checkpoint_every: int = 0) -> Scheduler:
+        scheduler = Scheduler(tmp_path, tree, metrics, checkpoint_every).start()
         started.append(scheduler)
         return scheduler
 

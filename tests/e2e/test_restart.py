@@ -9,9 +9,10 @@ import threading
 import time
 
 import grpc
+import pytest
 
 from protos.pool.v1 import claims_pb2, types_pb2
-from scheduler.ledger import export
+from scheduler.ledger.receipts import CHECKPOINT
 from scheduler.ledger.sqlite import SqliteStore
 from scheduler.ledger.verify import verify
 from scheduler.service.observed import WINDOWS
@@ -26,8 +27,10 @@ def snapshot(s) -> tuple:
     return s.json("tenants"), s.json("claims"), workers, s.json("ledger", "head")
 
 
-def test_restart_rebuilds_usage_claims_and_head_exactly(cluster):
-    s = cluster()
+@pytest.mark.parametrize("checkpoint_every", [0, 4])
+def test_restart_rebuilds_usage_claims_and_head_exactly(cluster, checkpoint_every):
+    """With checkpoints, start-up restores the last one and replays only the tail."""
+    s = cluster(checkpoint_every=checkpoint_every)
     s.register()
     s.poolctl("submit", "a1", "--tenant", "alpha", "--estimate-uj", str(5 * J), "--cpu-millis", "100")
     s.poolctl("submit", "b1", "--tenant", "beta", "--estimate-uj", str(7 * J))
@@ -38,9 +41,13 @@ def test_restart_rebuilds_usage_claims_and_head_exactly(cluster):
     states = {c["claim_id"]: c["state"] for c in before[1]["claims"]}
     assert states == {"a1": "ADMITTED", "b1": "RELEASED", "big": "PENDING"}
     assert before[0]["tenants"][0]["usage_uj"] == 12 * J
+    checkpoints = checkpoint_count(s.ledger)
+    assert (checkpoints > 0) == bool(checkpoint_every)
     s.kill()
     s.start()
     assert snapshot(s) == before
+    s.poolctl("release", "a1")   # and it carries on from there
+    assert s.json("tenants")["tenants"][0]["usage_uj"] == 12 * J
 
 
 def test_sigkill_during_submissions_loses_nothing_acknowledged(cluster):
@@ -75,14 +82,22 @@ def test_sigkill_during_submissions_loses_nothing_acknowledged(cluster):
     assert '"valid": true' in report.stdout
 
 
-def window_receipts(path) -> list[dict]:
-    entries: list = []
+def entries(path) -> list:
+    found: list = []
     store = SqliteStore(path)
     try:
-        assert verify(store.read(), None, on_entry=entries.append).valid
+        assert verify(store.read(), None, on_entry=found.append).valid
     finally:
         store.close()
-    return [w for e in entries if e.kind == WINDOWS for w in e.body["windows"]]
+    return found
+
+
+def checkpoint_count(path) -> int:
+    return sum(e.kind == CHECKPOINT for e in entries(path))
+
+
+def window_receipts(path) -> list[dict]:
+    return [w for e in entries(path) if e.kind == WINDOWS for w in e.body["windows"]]
 
 
 def reference_window_count() -> int:
