@@ -4,7 +4,6 @@ and per-field figures; the headline is the first failing check."""
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from dataclasses import dataclass
 
 from . import gangs
@@ -63,5 +62,5 @@ def explain(state: ClusterState, claim_id: str, now_ns: int = 0) -> Explanation 
         worker, load = state.workers[worker_id], state.loads[worker_id]
         why = check_worker(worker, load, claim.spec)[0]
         workers.append(WorkerExplanation(worker_id, why is Reason.ADMISSIBLE, why, worker, load, req))
-    position = bisect_left(state.pending, (-claim.spec.priority, claim.seq, claim_id)) + 1
+    position = state.pending.index((-claim.spec.priority, claim.seq, claim_id)) + 1
     return Explanation(claim_id, claim.state, reason, ev.checks, tuple(workers), position)

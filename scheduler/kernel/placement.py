@@ -9,18 +9,19 @@ id); a whole-GPU request takes the lowest-id wholly free devices.
 
 Choice among workers is best fit: the passing worker with the fewest free
 milli-devices, then the fewest free cpu_millis, memory, disk, then the
-smallest id. The
-`free_index` (sorted by exactly that key) makes this a bisect plus a short
-scan instead of a pass over every worker.
+smallest id. The `free_index` (sorted by exactly that key, see freeindex.py)
+makes this a bisect plus a scan that skips whole blocks of workers that
+cannot cover the request, instead of a pass over every worker.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
+from bisect import insort
 from dataclasses import dataclass
 
 from protos.energy import MDEV_PER_DEVICE
 
+from .freeindex import FreeIndex
 from .reasons import Placement, Reason
 from .snapshot import SCALAR_FIELDS, ClaimSpec, DeviceShare, Resources, Worker, WorkerLoad
 
@@ -77,14 +78,11 @@ def check_worker(worker: Worker, load: WorkerLoad, spec: ClaimSpec) -> tuple[Rea
     return Reason.ADMISSIBLE, devices
 
 
-def place(workers, loads, free_index, spec: ClaimSpec) -> tuple[str, tuple[DeviceShare, ...]] | None:
+def place(workers, loads, free_index: FreeIndex, spec: ClaimSpec) -> tuple[str, tuple[DeviceShare, ...]] | None:
     """Best fit through the free index: the first passing worker at or after
-    the request's (mdev, cpu) key."""
+    the request's mdev whose free cpu, memory and disk cover it."""
     req = spec.resources
-    cpu, memory, disk = req.cpu_millis, req.memory_mb, req.disk_mb
-    for _, free_cpu, free_memory, free_disk, worker_id in free_index[bisect_left(free_index, (req.gpu_mdev, cpu)):]:
-        if free_cpu < cpu or free_memory < memory or free_disk < disk:
-            continue  # cheap pre-check on the index entry
+    for worker_id in free_index.covering(req.gpu_mdev, req.cpu_millis, req.memory_mb, req.disk_mb):
         reason, devices = check_worker(workers[worker_id], loads[worker_id], spec)
         if devices is not None and reason is Reason.ADMISSIBLE:
             return worker_id, devices
@@ -97,17 +95,6 @@ def free_key(worker: Worker, load: WorkerLoad) -> tuple[int, int, int, int, str]
     """The index entry: free (mdev, cpu, memory, disk) and the id."""
     return (MDEV_PER_DEVICE * len(worker.devices) - load.gpu_mdev, worker.cpu_millis - load.cpu_millis,
             worker.memory_mb - load.memory_mb, worker.disk_mb - load.disk_mb, worker.worker_id)
-
-
-def reindex(index: tuple, old: tuple | None, new: tuple | None) -> tuple:
-    if old == new:
-        return index
-    entries = list(index)
-    if old is not None:
-        del entries[bisect_left(entries, old)]
-    if new is not None:
-        insort(entries, new)
-    return tuple(entries)
 
 
 def adjust(worker: Worker, load: WorkerLoad, claim_id: str, spec: ClaimSpec,

@@ -9,7 +9,6 @@ ledger that contains one is corrupt, and the decision functions never make one.
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
 from dataclasses import replace
 
 from protos.energy import Grade, worst
@@ -17,10 +16,12 @@ from protos.energy import Grade, worst
 from .events import (ClaimAdmitted, ClaimRefused, ClaimSubmitted, ConfigApplied, Event, Metered,
                      PeriodRolled, Preempted, Progress, Reclaimed, Released, Settled, WorkerLiveness,
                      WorkerRegistered)
-from .placement import adjust, free_key, reindex
+from .placement import adjust, free_key
 from .pmap import PMap
 from .reasons import ClaimState
+from .freeindex import FreeIndex
 from .snapshot import Claim, ClassStats, ClusterState, WorkerLoad
+from .sortedseq import SortedSeq
 from .tree import bump, load_tree, rollup
 
 
@@ -42,21 +43,19 @@ def _claim(state: ClusterState, claim_id: str, *states: ClaimState) -> Claim:
 
 
 def _without_pending(state: ClusterState, claim: Claim) -> dict:
-    pending = list(state.pending)
-    del pending[bisect_left(pending, _pending_key(claim))]
     gangs = state.gangs
     gang = claim.spec.gang_id
     if gang:
         members = tuple(m for m in gangs[gang] if m != claim.claim_id)
         gangs = gangs.set(gang, members) if members else gangs.delete(gang)
-    return {"pending": tuple(pending), "gangs": gangs}
+    return {"pending": state.pending.remove(_pending_key(claim)), "gangs": gangs}
 
 
 def _load_changed(state: ClusterState, worker_id: str, load: WorkerLoad) -> dict:
     worker = state.workers[worker_id]
     old = free_key(worker, state.loads[worker_id]) if worker.live else None
     new = free_key(worker, load) if worker.live else None
-    return {"loads": state.loads.set(worker_id, load), "free_index": reindex(state.free_index, old, new)}
+    return {"loads": state.loads.set(worker_id, load), "free_index": state.free_index.replace(old, new)}
 
 
 def _open_set(state: ClusterState, tenant: str, claim_id: str, present: bool) -> PMap:
@@ -71,7 +70,7 @@ def _config(state: ClusterState, e: ConfigApplied) -> ClusterState:
         if claim.state in (ClaimState.PENDING, ClaimState.ADMITTED) and claim.tenant not in tree.nodes:
             raise EventError(f"claim {claim.claim_id!r} is open under tenant {claim.tenant!r}, which the config drops")
     classes = PMap({c.name: c for c in e.classes})
-    return rebuild(replace(state, tree=tree, period_ns=e.period_ns, epoch_ns=e.epoch_ns, classes=classes,
+    return rebuild(state._replace(tree=tree, period_ns=e.period_ns, epoch_ns=e.epoch_ns, classes=classes,
                            idle=e.idle, config_digest=e.digest))
 
 
@@ -83,8 +82,8 @@ def _registered(state: ClusterState, e: WorkerRegistered) -> ClusterState:
     for claim_id in (state.loads[worker.worker_id].active if old is not None else ()):
         claim = state.claims[claim_id]
         load = adjust(worker, load, claim_id, claim.spec, claim.devices, 1)
-    index = reindex(state.free_index, old_key, free_key(worker, load) if worker.live else None)
-    return replace(state, workers=state.workers.set(worker.worker_id, worker),
+    index = state.free_index.replace(old_key, free_key(worker, load) if worker.live else None)
+    return state._replace(workers=state.workers.set(worker.worker_id, worker),
                    loads=state.loads.set(worker.worker_id, load), free_index=index)
 
 
@@ -99,12 +98,10 @@ def _submitted(state: ClusterState, e: ClaimSubmitted) -> ClusterState:
     if e.spec.claim_id in state.claims:
         raise EventError(f"claim {e.spec.claim_id!r} submitted twice")
     claim = Claim(e.spec, e.seq)
-    pending = list(state.pending)
-    insort(pending, _pending_key(claim))
     gangs = state.gangs
     if e.spec.gang_id:
         gangs = gangs.set(e.spec.gang_id, tuple(sorted((*gangs.get(e.spec.gang_id, ()), claim.claim_id))))
-    return replace(state, claims=state.claims.set(claim.claim_id, claim), pending=tuple(pending), gangs=gangs,
+    return state._replace(claims=state.claims.set(claim.claim_id, claim), pending=state.pending.add(_pending_key(claim)), gangs=gangs,
                    next_seq=max(state.next_seq, e.seq + 1))
 
 
@@ -112,12 +109,12 @@ def _admitted(state: ClusterState, e: ClaimAdmitted) -> ClusterState:
     claim = _claim(state, e.claim_id, ClaimState.PENDING)
     if e.worker not in state.workers:
         raise EventError(f"claim {e.claim_id!r} admitted on unknown worker {e.worker!r}")
-    admitted = replace(claim, state=ClaimState.ADMITTED, hold_uj=e.hold_uj, hold_grade=e.hold_grade,
+    admitted = claim._replace(state=ClaimState.ADMITTED, hold_uj=e.hold_uj, hold_grade=e.hold_grade,
                        worker=e.worker, devices=e.devices, borrowed=e.borrowed, admitted_seq=e.admitted_seq,
                        admitted_ns=e.at_ns)
     worker = state.workers[e.worker]
     load = adjust(worker, state.loads[e.worker], claim.claim_id, claim.spec, e.devices, 1)
-    return replace(state, claims=state.claims.set(claim.claim_id, admitted),
+    return state._replace(claims=state.claims.set(claim.claim_id, admitted),
                    usage=bump(state.tree, state.usage, claim.tenant, admitted.usage_uj, claim.spec.resources.gpu_mdev),
                    open_by_tenant=_open_set(state, claim.tenant, claim.claim_id, True),
                    next_admit_seq=max(state.next_admit_seq, e.admitted_seq + 1),
@@ -126,8 +123,8 @@ def _admitted(state: ClusterState, e: ClaimAdmitted) -> ClusterState:
 
 def _refused(state: ClusterState, e: ClaimRefused) -> ClusterState:
     claim = _claim(state, e.claim_id, ClaimState.PENDING)
-    refused = replace(claim, state=ClaimState.REFUSED, reason=e.reason, settled_ns=e.at_ns)
-    return replace(state, claims=state.claims.set(claim.claim_id, refused), **_without_pending(state, claim))
+    refused = claim._replace(state=ClaimState.REFUSED, reason=e.reason, settled_ns=e.at_ns)
+    return state._replace(claims=state.claims.set(claim.claim_id, refused), **_without_pending(state, claim))
 
 
 def _metered(state: ClusterState, e: Metered) -> ClusterState:
@@ -139,17 +136,17 @@ def _metered(state: ClusterState, e: Metered) -> ClusterState:
         if claim is None or claim.state is not ClaimState.ADMITTED:
             continue  # energy after settling is the host's, not the claim's
         grade = delta.grade if claim.measured_grade is None else worst((claim.measured_grade, delta.grade))
-        new = replace(claim, measured_uj=claim.measured_uj + delta.uj, measured_grade=grade)
+        new = claim._replace(measured_uj=claim.measured_uj + delta.uj, measured_grade=grade)
         claims = claims.set(claim.claim_id, new)
         usage = bump(state.tree, usage, claim.tenant, new.usage_uj - claim.usage_uj, 0)
-    return replace(state, claims=claims, usage=usage, acked=state.acked.set(e.worker_id, e.window_seq))
+    return state._replace(claims=claims, usage=usage, acked=state.acked.set(e.worker_id, e.window_seq))
 
 
 def _progress(state: ClusterState, e: Progress) -> ClusterState:
     claim = _claim(state, e.claim_id, ClaimState.PENDING, ClaimState.ADMITTED)
     if e.completed_units < claim.completed_units:
         raise EventError(f"claim {e.claim_id!r}: completed units went back from {claim.completed_units}")
-    return replace(state, claims=state.claims.set(claim.claim_id, replace(claim, completed_units=e.completed_units)))
+    return state._replace(claims=state.claims.set(claim.claim_id, claim._replace(completed_units=e.completed_units)))
 
 
 _SETTLED_STATE = {Released: ClaimState.RELEASED, Preempted: ClaimState.PREEMPTED, Reclaimed: ClaimState.RECLAIMED}
@@ -172,13 +169,13 @@ def _observe(state: ClusterState, claim: Claim, e: Settled) -> PMap:
 def _settled(state: ClusterState, e: Settled) -> ClusterState:
     open_states = (ClaimState.PENDING, ClaimState.ADMITTED) if type(e) is Released else (ClaimState.ADMITTED,)
     claim = _claim(state, e.claim_id, *open_states)
-    settled = replace(claim, state=_SETTLED_STATE[type(e)], completed_units=max(claim.completed_units, e.completed_units),
+    settled = claim._replace(state=_SETTLED_STATE[type(e)], completed_units=max(claim.completed_units, e.completed_units),
                       settled_ns=e.at_ns, settled_uj=e.actual_uj, settled_grade=e.actual_grade)
     if claim.state is ClaimState.PENDING:
-        return replace(state, claims=state.claims.set(claim.claim_id, settled), **_without_pending(state, claim))
+        return state._replace(claims=state.claims.set(claim.claim_id, settled), **_without_pending(state, claim))
     load = adjust(state.workers[claim.worker], state.loads[claim.worker], claim.claim_id, claim.spec, claim.devices, -1)
     usage = bump(state.tree, state.usage, claim.tenant, e.actual_uj - claim.usage_uj, -claim.spec.resources.gpu_mdev)
-    return replace(state, claims=state.claims.set(claim.claim_id, settled), usage=usage,
+    return state._replace(claims=state.claims.set(claim.claim_id, settled), usage=usage,
                    open_by_tenant=_open_set(state, claim.tenant, claim.claim_id, False),
                    settled=state.settled.set(claim.claim_id, True), class_stats=_observe(state, claim, e),
                    **_load_changed(state, claim.worker, load))
@@ -187,7 +184,7 @@ def _settled(state: ClusterState, e: Settled) -> ClusterState:
 def _rolled(state: ClusterState, e: PeriodRolled) -> ClusterState:
     if e.period_index <= state.period_index:
         raise EventError(f"period {e.period_index} does not follow {state.period_index}")
-    return rebuild(replace(state, period_index=e.period_index, settled=PMap()))
+    return rebuild(state._replace(period_index=e.period_index, settled=PMap()))
 
 
 _HANDLERS = {ConfigApplied: _config, WorkerRegistered: _registered, WorkerLiveness: _liveness,
@@ -225,9 +222,9 @@ def rebuild(state: ClusterState) -> ClusterState:
         if uj or mdev:
             d_uj, d_mdev = direct.get(claim.tenant, (0, 0))
             direct[claim.tenant] = (d_uj + uj, d_mdev + mdev)
-    index = sorted(free_key(state.workers[w], load) for w, load in loads.items() if state.workers[w].live)
+    index = FreeIndex(free_key(state.workers[w], load) for w, load in loads.items() if state.workers[w].live)
     usage = rollup(state.tree, direct) if state.tree is not None else None
-    return replace(state, usage=usage, loads=PMap(loads), free_index=tuple(index),
+    return state._replace(usage=usage, loads=PMap(loads), free_index=index,
                    gangs=PMap({g: tuple(sorted(m)) for g, m in gangs.items()}),
                    open_by_tenant=PMap({t: PMap(ids) for t, ids in open_by_tenant.items()}),
-                   pending=tuple(sorted(pending)))
+                   pending=SortedSeq(pending))

@@ -3,7 +3,7 @@ with every state and event kept so invariants can be checked after each step."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from hypothesis import strategies as st
 from kit import cluster, gpus
@@ -62,7 +62,7 @@ def base(tenants: list[Tenant], workers: int = 2) -> ClusterState:
     state = cluster(tenants, [gpus(f"w{i}", 2, memory_mb=1024, max_concurrency=3) for i in range(workers)],
                     classes=(WorkClass("k"),))
     # a class with history, so class-based claims hold a ModelBased figure
-    return replace(state, class_stats=PMap({"k": ClassStats(3, 0, 3, 40)}))
+    return state._replace(class_stats=PMap({"k": ClassStats(3, 0, 3, 40)}))
 
 
 @dataclass

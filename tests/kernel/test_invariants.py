@@ -141,9 +141,8 @@ def test_decisions_do_not_depend_on_insertion_order(tenants, ops, rnd):
     workers = list(start.workers.values())
     rnd.shuffle(workers)
     from kit import cluster
-    from dataclasses import replace
-    other = replace(cluster(list(reversed(start.tree.nodes.values())), workers,
-                            classes=tuple(start.classes.values())), class_stats=start.class_stats)
+    other = cluster(list(reversed(start.tree.nodes.values())), workers,
+                    classes=tuple(start.classes.values()))._replace(class_stats=start.class_stats)
     first = reduce(apply, submitted, start)
     second = reduce(apply, shuffled, other)
     from scheduler.kernel import schedule

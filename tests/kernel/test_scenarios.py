@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 import pytest
 from kit import cluster, flat, gpus, run, spec, submitted
@@ -23,7 +22,7 @@ def lender_borrower():
                Tenant("a", "root", guarantee_uj=100, guarantee_mdev=2000),
                Tenant("b", "root", guarantee_uj=100, guarantee_mdev=2000)]
     state = cluster(tenants, [GPU], classes=(WorkClass("k"),))
-    return replace(state, class_stats=PMap({"k": ClassStats(3, 0, 3, 150)}))
+    return state._replace(class_stats=PMap({"k": ClassStats(3, 0, 3, 150)}))
 
 
 def test_a_modelbased_claim_borrows_and_an_estimator_claim_may_not():
@@ -78,7 +77,7 @@ def test_weighted_share_caps_a_borrower():
                Tenant("idle", "root", guarantee_uj=60, guarantee_mdev=1000),
                Tenant("a", "root", guarantee_uj=10, guarantee_mdev=1000, weight=1),
                Tenant("b", "root", guarantee_uj=10, guarantee_mdev=1000, weight=3)]
-    state = replace(cluster(tenants, [GPU], classes=(WorkClass("k"),)), class_stats=PMap({"k": ClassStats(3, 0, 3, 30)}))
+    state = cluster(tenants, [GPU], classes=(WorkClass("k"),))._replace(class_stats=PMap({"k": ClassStats(3, 0, 3, 30)}))
     # b borrows 20 above its guarantee; a then asks to borrow 20 too
     state = submitted(state, spec("b1", "b", None, work_class="k"))
     state, _, _ = run(state)
@@ -131,7 +130,7 @@ def test_submit_refusals_are_typed():
     for code, s in cases.items():
         error = submit(state, s)
         assert isinstance(error, KernelError) and error.code is code
-    empty = replace(state, classes=PMap({"k": WorkClass("k"), "new": WorkClass("new")}))
+    empty = state._replace(classes=PMap({"k": WorkClass("k"), "new": WorkClass("new")}))
     assert submit(empty, spec("c", "a", None, work_class="new")).code is ErrorCode.EMPTY_WORK_CLASS
     assert submit(empty, spec("c", "a", 5, work_class="new")).spec.work_class == "new"
     assert submit(state, spec("c", "a", gpu_types=("H200",))).field == "resources.gpu_types"

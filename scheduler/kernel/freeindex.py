@@ -1,0 +1,54 @@
+"""The free index: live workers sorted by their best-fit key (free mdev, cpu,
+memory, disk, id; see placement.free_key), with each block's *ceiling*, the
+most free cpu, memory and disk of any entry in it. A placement walks the
+index from the request's mdev and skips every block whose ceiling cannot
+cover the request, so a full cluster costs a pass over blocks, not workers.
+
+A ceiling is kept exact: raised on add, recomputed when a removal takes one
+of its maxima.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from operator import itemgetter
+
+from .sortedseq import SortedSeq
+
+_CPU, _MEMORY, _DISK = itemgetter(1), itemgetter(2), itemgetter(3)
+
+
+def _ceiling(block: tuple) -> tuple[int, int, int]:
+    return max(block, key=_CPU)[1], max(block, key=_MEMORY)[2], max(block, key=_DISK)[3]
+
+
+class FreeIndex(SortedSeq):
+    __slots__ = ("_ceilings",)
+
+    def _init(self, blocks: tuple, maxes: tuple, length: int) -> None:
+        super()._init(blocks, maxes, length)
+        self._ceilings = tuple(_ceiling(block) for block in blocks)
+
+    def _splice(self, i: int, new: tuple, length: int, key, added: bool) -> FreeIndex:
+        out = super()._splice(i, new, length, key, added)
+        old = self._ceilings[i]
+        if added and len(new) == 1:
+            ceilings = (max(old[0], key[1]), max(old[1], key[2]), max(old[2], key[3])),
+        elif not added and new and key[1] < old[0] and key[2] < old[1] and key[3] < old[2]:
+            ceilings = old,  # the removed entry held none of the maxima
+        else:
+            ceilings = tuple(_ceiling(block) for block in new)
+        out._ceilings = (*self._ceilings[:i], *ceilings, *self._ceilings[i + 1:])
+        return out
+
+    def covering(self, mdev: int, cpu: int, memory: int, disk: int) -> Iterator[str]:
+        """Worker ids in best-fit order from `mdev` whose free cpu, memory
+        and disk cover the request (a necessary condition, checked cheaply)."""
+        ceilings = self._ceilings
+        for n, block in self.blocks_from((mdev, cpu)):
+            top_cpu, top_memory, top_disk = ceilings[n]
+            if top_cpu < cpu or top_memory < memory or top_disk < disk:
+                continue
+            for _, free_cpu, free_memory, free_disk, worker_id in block:
+                if free_cpu >= cpu and free_memory >= memory and free_disk >= disk:
+                    yield worker_id

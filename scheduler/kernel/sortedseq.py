@@ -1,0 +1,98 @@
+"""A persistent (immutable) sorted sequence: `add`/`remove` return a new one
+that shares all but one block with the old, so the pending queue and the free
+index cost a block copy per event instead of a copy of every entry.
+
+Keys live in sorted blocks of at most 2 × _BLOCK; `_maxes` holds each block's
+last key, so finding a key is two bisects. Two sequences with the same keys
+are equal whatever their block boundaries (incremental vs rebuilt).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Iterable, Iterator
+from itertools import chain, islice
+from typing import Any
+
+_BLOCK = 64
+
+
+class SortedSeq:
+    __slots__ = ("_blocks", "_maxes", "_len")
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init__(self, keys: Iterable[Any] = ()) -> None:
+        ordered = sorted(keys)
+        blocks = tuple(tuple(ordered[i:i + _BLOCK]) for i in range(0, len(ordered), _BLOCK))
+        self._init(blocks, tuple(block[-1] for block in blocks), len(ordered))
+
+    def _init(self, blocks: tuple, maxes: tuple, length: int) -> None:
+        self._blocks, self._maxes, self._len = blocks, maxes, length
+
+    def _splice(self, i: int, new: tuple, length: int, key: Any, added: bool) -> SortedSeq:
+        """A sequence with block i replaced by the blocks `new` (none, one or
+        two), after `key` was added or removed there."""
+        out = type(self).__new__(type(self))
+        SortedSeq._init(out, (*self._blocks[:i], *new, *self._blocks[i + 1:]),
+                        (*self._maxes[:i], *(block[-1] for block in new), *self._maxes[i + 1:]), length)
+        return out
+
+    def add(self, key: Any) -> SortedSeq:
+        blocks = self._blocks
+        if not blocks:
+            return type(self)((key,))
+        i = min(bisect_left(self._maxes, key), len(blocks) - 1)
+        block = blocks[i]
+        j = bisect_left(block, key)
+        grown = (*block[:j], key, *block[j:])
+        new = (grown[:_BLOCK], grown[_BLOCK:]) if len(grown) > 2 * _BLOCK else (grown,)
+        return self._splice(i, new, self._len + 1, key, True)
+
+    def remove(self, key: Any) -> SortedSeq:
+        i = bisect_left(self._maxes, key)
+        block = self._blocks[i] if i < len(self._blocks) else ()
+        j = bisect_left(block, key)
+        if j == len(block) or block[j] != key:
+            raise KeyError(key)
+        shrunk = (*block[:j], *block[j + 1:])
+        return self._splice(i, (shrunk,) if shrunk else (), self._len - 1, key, False)
+
+    def replace(self, old: Any | None, new: Any | None) -> SortedSeq:
+        """`old` removed and `new` added, either of them None for nothing."""
+        if old == new:
+            return self
+        out = self if old is None else self.remove(old)
+        return out if new is None else out.add(new)
+
+    def from_key(self, key: Any) -> Iterator[Any]:
+        """The keys at or after `key`, in order."""
+        return chain.from_iterable(block for _, block in self.blocks_from(key))
+
+    def blocks_from(self, key: Any) -> Iterator[tuple[int, tuple]]:
+        """(block number, its keys at or after `key`) for each block from the
+        one where `key` would go."""
+        i = bisect_left(self._maxes, key)
+        if i < len(self._blocks):
+            first = self._blocks[i]
+            yield i, first[bisect_left(first, key):]
+            for n in range(i + 1, len(self._blocks)):
+                yield n, self._blocks[n]
+
+    def index(self, key: Any) -> int:
+        """How many keys sort before `key`."""
+        i = bisect_left(self._maxes, key)
+        before = sum(len(block) for block in self._blocks[:i])
+        return before + (bisect_left(self._blocks[i], key) if i < len(self._blocks) else 0)
+
+    def __iter__(self) -> Iterator[Any]:
+        return chain.from_iterable(self._blocks)
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SortedSeq) and self._len == other._len and all(
+            a == b for a, b in zip(self, other))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({list(self)!r})"
