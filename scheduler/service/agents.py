@@ -34,6 +34,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         self.engine, self.config, self.metrics = engine, config, metrics
         self.meters: dict[str, list[types_pb2.DeviceMeter]] = {}
         self._outboxes: dict[str, asyncio.Queue] = {}
+        self._dirty: set[str] = set()   # hosts whose occupancy changed since the last push
         engine.listen(self._push_occupancy)
 
     def live(self, host: str) -> bool:
@@ -117,8 +118,16 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             await self.engine.decide([WorkerLiveness(host, live)], time.time_ns())
 
     def _push_occupancy(self, change: Change) -> None:
-        for host in change.workers & self._outboxes.keys():
+        """Note the hosts a commit changed; push each once per event-loop turn,
+        however many commits touched it meanwhile."""
+        if not self._dirty and change.workers:
+            asyncio.get_running_loop().call_soon(self._flush_occupancy)
+        self._dirty |= change.workers
+
+    def _flush_occupancy(self) -> None:
+        for host in self._dirty & self._outboxes.keys():
             self._outboxes[host].put_nowait(agent_pb2.SchedulerMessage(occupancy=self._occupancy(host)))
+        self._dirty = set()
 
     def _occupancy(self, host: str) -> agent_pb2.Occupancy:
         return occupancy(self.engine.state, host, self.meters.get(host, []),

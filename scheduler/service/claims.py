@@ -48,7 +48,7 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
     @guarded
     async def Progress(self, request, context):
         event = checked(kernel.progress(self.engine.state, request.claim_id, request.completed_units))
-        await self.engine.commit([(event.kind, event.to_body())], time.time_ns())
+        await self.engine.commit([(event.kind, event.to_body(), event)], time.time_ns())
         return self.status(self._claim(request.claim_id))
 
     @guarded

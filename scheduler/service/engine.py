@@ -27,7 +27,10 @@ from scheduler.service.observed import WINDOWS, DeviceWindow, Observed, windows_
 
 log = logging.getLogger("pool.scheduler")
 
-Record = tuple[str, dict[str, Any]]   # (receipt kind, body)
+# (receipt kind, body, what the body was made from: the event or the windows).
+# Live folds use the third part instead of decoding the body again; replay
+# decodes the body. Both give the same state: bodies round-trip exactly.
+Record = tuple[str, dict[str, Any], Any]
 
 
 class LedgerFailed(Exception):
@@ -65,15 +68,15 @@ class Engine:
 
     # -- the one fold, live and at start-up ---------------------------------
 
-    def fold(self, kind: str, body: dict[str, Any]) -> Event | None:
+    def fold(self, kind: str, body: dict[str, Any], built: Any = None) -> Event | None:
         """Apply one record; the kernel event it was (None for windows already counted)."""
         if kind == WINDOWS:
-            worker, windows = windows_from_body(body)
+            worker, windows = (body["worker"], built) if built is not None else windows_from_body(body)
             event = self.observed.fold(self.state, worker, windows)
             if event is None:
                 return None
         else:
-            event = event_from_body(kind, body)
+            event = built if built is not None else event_from_body(kind, body)
         self.state = apply(self.state, event)
         if isinstance(event, Settled):
             self.observed.forget(event.claim_id)
@@ -118,9 +121,9 @@ class Engine:
         futures: list[asyncio.Future] = []
         claims: set[str] = set()
         workers: set[str] = set()
-        for kind, body in records:
+        for kind, body, built in records:
             before = self.state
-            event = self.fold(kind, body)
+            event = self.fold(kind, body, built)
             if event is not None:
                 self.on_event(before, event)
             mine: set[str] = set()
@@ -167,10 +170,10 @@ class Engine:
             state = apply(state, event)
         decision = schedule(state, now_ns)
         self.pending_reason = dict(decision.reasons)
-        return await self.commit([(e.kind, e.to_body()) for e in (*first, *decision.events)], now_ns)
+        return await self.commit([(e.kind, e.to_body(), e) for e in (*first, *decision.events)], now_ns)
 
     async def record_windows(self, worker: str, windows: list[DeviceWindow], now_ns: int) -> Change:
-        return await self.commit([(WINDOWS, windows_body(worker, windows))], now_ns)
+        return await self.commit([(WINDOWS, windows_body(worker, windows), tuple(windows))], now_ns)
 
 
 def _touched(before: ClusterState, event: Event | None, claims: set[str], workers: set[str]) -> None:

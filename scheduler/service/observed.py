@@ -66,14 +66,18 @@ def windows_from_body(body: Mapping[str, Any]) -> tuple[str, tuple[DeviceWindow,
         for w in body["windows"])
 
 
-def claims_on(state: ClusterState, worker: str, device_id: str) -> list[str]:
-    """Admitted claims occupying a device: GPU holders, or every claim on the
-    host with reserved CPU for a CPU package."""
-    on_worker = state.loads[worker].active if worker in state.loads else ()
-    claims = (state.claims[c] for c in on_worker)
-    if device_id.startswith(CPU_PREFIX):
-        return [c.claim_id for c in claims if c.spec.resources.cpu_millis]
-    return [c.claim_id for c in claims if any(d.device_id == device_id for d in c.devices)]
+def occupants(state: ClusterState, worker: str) -> dict[str, list[str]]:
+    """Admitted claims by the device they occupy on a host: GPU holders by
+    device id, and under CPU_PREFIX every claim with reserved CPU (it shares
+    each CPU package of the host)."""
+    by_device: dict[str, list[str]] = defaultdict(list)
+    for claim_id in (state.loads[worker].active if worker in state.loads else ()):
+        claim = state.claims[claim_id]
+        for share in claim.devices:
+            by_device[share.device_id].append(claim_id)
+        if claim.spec.resources.cpu_millis:
+            by_device[CPU_PREFIX].append(claim_id)
+    return by_device
 
 
 class Observed:
@@ -87,8 +91,10 @@ class Observed:
         every window was already counted)."""
         fresh = [w for w in windows if w.seq > state.acked.get(worker, 0)]
         deltas: dict[str, tuple[int, list[Grade]]] = {}
+        on_device = occupants(state, worker) if fresh else {}
         for w in fresh:
-            self._observe(state, worker, w)
+            device = CPU_PREFIX if w.device_id.startswith(CPU_PREFIX) else w.device_id
+            self._observe(on_device.get(device, ()), w)
             for share in w.shares:
                 claim = state.claims.get(share.occupant)
                 self.rows.append(SplitRow(claim.tenant if claim else "", share.occupant, worker, w.device_id,
@@ -102,9 +108,9 @@ class Observed:
         return Metered(worker, max(w.seq for w in fresh),
                        tuple(MeterDelta(c, uj, worst(g)) for c, (uj, g) in sorted(deltas.items())))
 
-    def _observe(self, state: ClusterState, worker: str, w: DeviceWindow) -> None:
+    def _observe(self, claim_ids: Iterable[str], w: DeviceWindow) -> None:
         shares = {s.occupant: s for s in w.shares}
-        for claim_id in claims_on(state, worker, w.device_id):
+        for claim_id in claim_ids:
             share = shares.get(claim_id)
             uj = share.uj if share is not None and w.uj is not None else None
             grade = share.grade if share is not None else w.grade
