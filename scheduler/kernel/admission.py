@@ -17,7 +17,7 @@ from .entitlement import MDEV, UJ, Fit, own_pass, total_fit, within_guarantees
 from .estimates import Estimate, usable_estimate
 from .events import ClaimAdmitted, ClaimSubmitted, Preempted, Progress, Released
 from .placement import place
-from .preemption import Victims, choose, priority_candidates, reclaim_candidates
+from .preemption import Blocker, Victims, choose, priority_candidates, reclaim_candidates
 from .reasons import CheckStep, ClaimState, ErrorCode, KernelError, Reason
 from .snapshot import Claim, ClaimSpec, ClusterState, DeviceShare
 from .transitions import apply
@@ -174,16 +174,18 @@ def _skipped(steps_done: list[EntitlementCheck]) -> tuple[EntitlementCheck, ...]
 
 
 def _own_fits(claim: Claim, hold: int):
-    """The node that still blocks an own-pass admission, or None."""
+    """What still blocks an own-pass admission, or None: (check, dimension,
+    node, the usage that check compared), checked lazily in order."""
     mdev = claim.spec.resources.gpu_mdev
 
-    def blocking(state: ClusterState) -> str | None:
-        for fit in (own_pass(state.tree, state.usage, claim.tenant, UJ, hold),
-                    own_pass(state.tree, state.usage, claim.tenant, MDEV, mdev),
-                    total_fit(state.tree, state.usage, claim.tenant, UJ, hold, False),
-                    total_fit(state.tree, state.usage, claim.tenant, MDEV, mdev, False)):
-            if not fit.ok:
-                return fit.node
+    def blocking(state: ClusterState) -> Blocker | None:
+        tree, usage, tenant = state.tree, state.usage, claim.tenant
+        for check in (own_pass, total_fit):
+            for dim, amount in ((UJ, hold), (MDEV, mdev)):
+                fit = own_pass(tree, usage, tenant, dim, amount) if check is own_pass else total_fit(
+                    tree, usage, tenant, dim, amount, False)
+                if not fit.ok:
+                    return Blocker(check.__name__, dim, fit.node, fit.usage)
         return None
     return blocking
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 from functools import cmp_to_key
 
 from protos.energy import Grade
@@ -67,19 +68,39 @@ class Victims:
     state: ClusterState  # the state with them removed
 
 
-def choose(state: ClusterState, candidates: Callable[[], list[Claim]], blocking: Callable[[ClusterState], str | None],
+class Blocker(NamedTuple):
+    """What keeps a claim out: the failing check, its dimension, the node,
+    and the usage that check compared there."""
+
+    check: str
+    dim: str
+    node: str
+    usage: int
+
+
+def _frees(before: Blocker, after: Blocker | None) -> bool:
+    """Whether a removal reduced what blocks: the block is gone or moved, or
+    the blocked usage went down (an unmeasured claim settles at its hold, so
+    preempting it frees no energy)."""
+    return after is None or after[:3] != before[:3] or after.usage < before.usage
+
+
+def choose(state: ClusterState, candidates: Callable[[], list[Claim]],
+           blocking: Callable[[ClusterState], Blocker | None],
            remove: Callable[[ClusterState, Claim], ClusterState]) -> Victims | None:
     """Walk the candidates in order, taking each one under the node that
-    still blocks, until nothing blocks; None (take nobody) if they cannot
-    suffice. `blocking` names the blocking node, or None once it fits;
-    candidates are only listed when something blocks."""
+    still blocks whose removal frees some of what blocks, until nothing
+    blocks; None (take nobody) if they cannot suffice. Candidates are only
+    listed when something blocks."""
     taken: list[Claim] = []
-    node = blocking(state)
-    for candidate in candidates() if node is not None else ():
-        if node is None:
+    blocked = blocking(state)
+    for candidate in candidates() if blocked is not None else ():
+        if blocked is None:
             break
-        if node in state.tree.path(candidate.tenant):
-            taken.append(candidate)
-            state = remove(state, candidate)
-            node = blocking(state)
-    return Victims(tuple(taken), state) if node is None else None
+        if blocked.node in state.tree.path(candidate.tenant):
+            after = remove(state, candidate)
+            now = blocking(after)
+            if _frees(blocked, now):
+                taken.append(candidate)
+                state, blocked = after, now
+    return Victims(tuple(taken), state) if blocked is None else None

@@ -58,6 +58,22 @@ def test_priority_preempts_within_a_tenant_only():
     assert [(e.claim_id, e.by_claim) for e in decision.events if isinstance(e, Preempted)] == [("low", "high")]
 
 
+def test_a_victim_that_frees_nothing_is_not_taken():
+    """RULES §6, only as many victims as needed: an unmeasured claim settles
+    at its hold, so preempting it frees no energy; it is passed over even
+    though it comes first in the order (more recently admitted)."""
+    state = submitted(lender_borrower(), spec("measured", "a", 40))
+    state, _, _ = run(state)
+    state = submitted(state, spec("unmeasured", "a", 40))
+    state, _, _ = run(state)
+    state = apply(state, Metered("w1", 1, (MeterDelta("measured", 10, Grade.HwShunt),)))  # settles at 10: frees 30
+    state = submitted(state, spec("high", "a", 40, priority=1))
+    state, reasons, decision = run(state)
+    assert reasons["high"] is Reason.ADMISSIBLE
+    assert [e.claim_id for e in decision.events if isinstance(e, Preempted)] == ["measured"]
+    assert state.claims["unmeasured"].state is ClaimState.ADMITTED
+
+
 def test_preemption_order_compares_uj_per_unit_exactly():
     state = submitted(cluster(flat(a=10**6), [GPU]), *(spec(c, "a", 1) for c in ("x", "y", "z", "u")))
     state, _, _ = run(state)
