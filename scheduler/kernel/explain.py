@@ -5,16 +5,18 @@ and per-field figures; the headline is the first failing check."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from . import gangs
 from .admission import EntitlementCheck, evaluate
-from .placement import FieldFigure, check_worker, field_figures
+from .placement import FieldFigure, field_figures, worker_reason
 from .reasons import ClaimState, ErrorCode, KernelError, Reason
 from .snapshot import ClusterState, Resources, Worker, WorkerLoad
 
 
-@dataclass(frozen=True, slots=True)
-class WorkerExplanation:
+class WorkerExplanation(NamedTuple):
+    """One worker's verdict (a NamedTuple: explain builds one per worker)."""
+
     worker: str
     ok: bool
     reason: Reason
@@ -57,10 +59,10 @@ def explain(state: ClusterState, claim_id: str, now_ns: int = 0) -> Explanation 
     if gang_id and complete and reason is Reason.ADMISSIBLE:
         reason = gangs.decide_gang(state, gangs.members(state, gang_id), now_ns)[0]
     req = claim.spec.resources
-    workers = []
-    for worker_id in sorted(state.workers):
-        worker, load = state.workers[worker_id], state.loads[worker_id]
-        why = check_worker(worker, load, claim.spec)[0]
-        workers.append(WorkerExplanation(worker_id, why is Reason.ADMISSIBLE, why, worker, load, req))
+    workers, loads, spec, admissible = [], state.loads, claim.spec, Reason.ADMISSIBLE
+    for worker_id, worker in sorted(state.workers.items()):
+        load = loads[worker_id]
+        why = worker_reason(worker, load, spec)
+        workers.append(WorkerExplanation(worker_id, why is admissible, why, worker, load, req))
     position = state.pending.index((-claim.spec.priority, claim.seq, claim_id)) + 1
     return Explanation(claim_id, claim.state, reason, ev.checks, tuple(workers), position)

@@ -56,26 +56,41 @@ def placeable_mdev(worker: Worker, load: WorkerLoad, req: Resources) -> int:
     return MDEV_PER_DEVICE * sum(1 for i in matching if used[i] == 0)
 
 
-def check_worker(worker: Worker, load: WorkerLoad, spec: ClaimSpec) -> tuple[Reason, tuple[DeviceShare, ...] | None]:
-    """The worker's reason code (ADMISSIBLE when it takes the claim) and the
-    devices it would give."""
+def _devices_fit(worker: Worker, load: WorkerLoad, req: Resources) -> bool:
+    """Whether `pick_devices` would find devices, without building them:
+    without a type filter, one C-level pass over the per-device usage."""
+    if not req.gpu_mdev:
+        return True
+    if req.gpu_types:
+        return pick_devices(worker, load, req) is not None
+    used = load.device_used or (0,) * len(worker.devices)
+    if req.gpu_mdev < MDEV_PER_DEVICE:
+        return bool(used) and min(used) <= MDEV_PER_DEVICE - req.gpu_mdev
+    return used.count(0) >= req.gpu_mdev // MDEV_PER_DEVICE
+
+
+def worker_reason(worker: Worker, load: WorkerLoad, spec: ClaimSpec) -> Reason:
+    """The worker's reason code, ADMISSIBLE when it takes the claim."""
     req = spec.resources
     if not worker.live or (req.gpu_types and not set(req.gpu_types) <= {d.device_type for d in worker.devices}):
-        return Reason.WORKER_INELIGIBLE, None
+        return Reason.WORKER_INELIGIBLE
     if spec.placement is Placement.PLACEMENT_EXCLUSIVE and load.active:
-        return Reason.EXCLUSIVE_WORKER_BUSY, None
+        return Reason.EXCLUSIVE_WORKER_BUSY
     if load.exclusive:
-        return Reason.WORKER_HAS_EXCLUSIVE_TASK, None
-    devices = None
-    if (load.cpu_millis + req.cpu_millis <= worker.cpu_millis
-            and load.memory_mb + req.memory_mb <= worker.memory_mb
-            and load.disk_mb + req.disk_mb <= worker.disk_mb):
-        devices = pick_devices(worker, load, req)
-    if devices is None:
-        return Reason.RESOURCE_RESERVATION_UNAVAILABLE, None
+        return Reason.WORKER_HAS_EXCLUSIVE_TASK
+    if (load.cpu_millis + req.cpu_millis > worker.cpu_millis or load.memory_mb + req.memory_mb > worker.memory_mb
+            or load.disk_mb + req.disk_mb > worker.disk_mb or not _devices_fit(worker, load, req)):
+        return Reason.RESOURCE_RESERVATION_UNAVAILABLE
     if worker.max_concurrency and len(load.active) >= worker.max_concurrency:
-        return Reason.WORKER_CONCURRENCY_REACHED, None
-    return Reason.ADMISSIBLE, devices
+        return Reason.WORKER_CONCURRENCY_REACHED
+    return Reason.ADMISSIBLE
+
+
+def check_worker(worker: Worker, load: WorkerLoad, spec: ClaimSpec) -> tuple[Reason, tuple[DeviceShare, ...] | None]:
+    """The worker's reason code and the devices it would give (None unless
+    it takes the claim)."""
+    reason = worker_reason(worker, load, spec)
+    return reason, pick_devices(worker, load, spec.resources) if reason is Reason.ADMISSIBLE else None
 
 
 def place(workers, loads, free_index: FreeIndex, spec: ClaimSpec) -> tuple[str, tuple[DeviceShare, ...]] | None:
@@ -84,7 +99,7 @@ def place(workers, loads, free_index: FreeIndex, spec: ClaimSpec) -> tuple[str, 
     req = spec.resources
     for worker_id in free_index.covering(req.gpu_mdev, req.cpu_millis, req.memory_mb, req.disk_mb):
         reason, devices = check_worker(workers[worker_id], loads[worker_id], spec)
-        if devices is not None and reason is Reason.ADMISSIBLE:
+        if reason is Reason.ADMISSIBLE:
             return worker_id, devices
     return None
 
