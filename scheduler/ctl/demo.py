@@ -29,7 +29,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from protos.energy import format_uj
 from protos.pool.v1 import claims_pb2, claims_pb2_grpc, ops_pb2, ops_pb2_grpc, types_pb2
 from scheduler.ctl.claims import render_claims
-from scheduler.ctl.ops import render_explain, render_preemption, render_reclamation, render_splits, render_tenants
+from scheduler.ctl.ops import (render_explain, render_preemption, render_reclamation, render_split_totals,
+                               render_tenants, tenant_label)
 from scheduler.ctl.output import CtlError, add_output_flag, table
 from scheduler.ctl.wire import to_doc
 from scheduler.ledger import export, keys, witness
@@ -309,10 +310,9 @@ listen = ""
 
     def splits(self) -> None:
         splits = to_doc(self.ops.Splits(ops_pb2.SplitsRequest()))
-        totals = {t["tenant"] or "(unallocated)": {"uj": t["uj"], "grade": t["grade"]} for t in splits["totals"]}
+        totals = {tenant_label(t["tenant"]): {"uj": t["uj"], "grade": t["grade"]} for t in splits["totals"]}
         self.show("Per-tenant joule splits (every window of the device fully accounted)",
-                  table(("tenant", "energy", "µJ", "grade"),
-                        [(t, format_uj(v["uj"]), v["uj"], v["grade"]) for t, v in totals.items()]))
+                  render_split_totals(splits["totals"]))
         self.say(f"({len(splits['rows'])} split rows; `poolctl splits` lists them by device and window)")
         self.report["splits"] = totals
 

@@ -105,11 +105,21 @@ def _splits(args: Any) -> int:
     return 0
 
 
+def tenant_label(tenant: str) -> str:
+    """Split rows without a tenant are the devices' unallocated remainder (or a
+    claim no longer known)."""
+    return tenant or "(unallocated)"
+
+
+def render_split_totals(totals: list[dict]) -> str:
+    return table(("tenant", "energy", "µJ", "grade"),
+                 [(tenant_label(t["tenant"]), format_uj(t["uj"]), t["uj"], t["grade"]) for t in totals])
+
+
 def render_splits(doc: dict) -> str:
-    totals = table(("tenant", "energy", "µJ", "grade"),
-                   [(t["tenant"], format_uj(t["uj"]), t["uj"], t["grade"]) for t in doc["totals"]])
+    totals = render_split_totals(doc["totals"])
     rows = table(("tenant", "claim", "worker", "device", "start_ns", "end_ns", "µJ", "grade"),
-                 [(r["tenant"], r["claim_id"], r["worker"], r["device_id"], r["start_ns"], r["end_ns"], r["uj"],
+                 [(tenant_label(r["tenant"]), r["claim_id"], r["worker"], r["device_id"], r["start_ns"], r["end_ns"], r["uj"],
                    r["grade"]) for r in doc["rows"]])
     return f"{totals}\n\n{rows}"
 

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 from protos.energy import Grade, worst
 
-from .placement import placeable_mdev
 from .snapshot import SCALAR_FIELDS, ClusterState, Resources, Tenant, Worker
 
 
@@ -61,7 +60,7 @@ def workers(state: ClusterState) -> tuple[WorkerView, ...]:
         worker, load = state.workers[worker_id], state.loads[worker_id]
         capacity = worker.capacity
         reserved = Resources(load.cpu_millis, load.memory_mb, load.disk_mb, load.gpu_mdev)
-        available = Resources(*(max(0, getattr(capacity, f) - getattr(reserved, f)) for f in SCALAR_FIELDS[:3]),
-                              placeable_mdev(worker, load, Resources()))
+        # free milli-GPUs in all; what one request can use is explain's figure
+        available = Resources(*(max(0, getattr(capacity, f) - getattr(reserved, f)) for f in SCALAR_FIELDS))
         out.append(WorkerView(worker, capacity, reserved, available, load.active, bool(load.exclusive)))
     return tuple(out)

@@ -21,7 +21,7 @@ from scheduler.kernel import ClusterState, WorkerLiveness, WorkerRegistered
 from scheduler.service import convert
 from scheduler.service.config import SchedulerConfig
 from scheduler.service.engine import Change, Engine, LedgerFailed
-from scheduler.service.errors import Refused, guarded
+from scheduler.service.errors import Refused, abort, guarded, not_ready
 from scheduler.service.metrics import SchedulerMetrics
 from scheduler.service.observed import CPU_PREFIX, DeviceWindow
 
@@ -62,7 +62,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             yield agent_pb2.SchedulerMessage(ack=agent_pb2.Ack(acked_seq=self.engine.state.acked.get(host, 0)))
             while (message := await outbox.get()) is not _CLOSED:
                 if isinstance(message, Refused):
-                    await context.abort(message.status, str(message))
+                    await abort(self.engine, context, message)
                 yield message
         finally:
             reader.cancel()
@@ -74,7 +74,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
     async def _hello(self, request_iterator: AsyncIterator, context: grpc.aio.ServicerContext) -> str:
         error = None
         if not self.engine.ready:
-            error = Refused("NOT_READY", "the ledger is still being verified and replayed")
+            error = not_ready()
         else:
             first = await anext(aiter(request_iterator), None)
             host = first.hello.host_id if first is not None and first.WhichOneof("body") == "hello" else ""
@@ -82,7 +82,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                 error = Refused("UNREGISTERED_AGENT", f"host {host!r} has not registered; the first message "
                                                       "of a stream must be a Hello from a registered host")
         if error is not None:
-            await context.abort(error.status, str(error))
+            await abort(self.engine, context, error)
         return host
 
     async def _read(self, host: str, request_iterator: AsyncIterator, outbox: asyncio.Queue) -> None:

@@ -6,14 +6,13 @@ import asyncio
 import time
 from collections.abc import Callable
 
-import grpc
 
 from protos.pool.v1 import claims_pb2, claims_pb2_grpc
 from scheduler import kernel
 from scheduler.kernel import Claim, ClaimState, Reason
 from scheduler.service import convert
 from scheduler.service.engine import Change, Engine
-from scheduler.service.errors import Refused, checked, guarded
+from scheduler.service.errors import Refused, abort, checked, guarded, not_ready
 
 WATCH_QUEUE = 10_000   # events a slow watcher may fall behind before it is cut off
 
@@ -33,7 +32,7 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
     def _claim(self, claim_id: str) -> Claim:
         claim = self.engine.state.claim(claim_id)
         if claim is None:
-            raise Refused("UNKNOWN_CLAIM", f"claim_id: no claim {claim_id!r}")
+            raise Refused("UNKNOWN_CLAIM", f"no claim {claim_id!r}")
         return claim
 
     @guarded
@@ -72,7 +71,7 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
             return None
         tree = self.engine.state.tree
         if tree is None or tenant not in tree.nodes:
-            raise Refused("UNKNOWN_TENANT", f"tenant: {tenant!r} is not in the tree")
+            raise Refused("UNKNOWN_TENANT", f"tenant {tenant!r} is not in the tree")
         return frozenset(n for n in tree.nodes if tenant in tree.path(n))
 
     def _matching(self, tenants: frozenset[str] | None, states: frozenset[ClaimState]) -> list[Claim]:
@@ -83,7 +82,7 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
     async def Watch(self, request, context):
         try:
             if not self.engine.ready:
-                raise Refused("NOT_READY", "the ledger is still being verified and replayed")
+                raise not_ready()
             if request.WhichOneof("target") == "claim_id":
                 current = [self._claim(request.claim_id)]
                 matches: Callable[[Claim], bool] = lambda c: c.claim_id == request.claim_id  # noqa: E731
@@ -92,7 +91,7 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
                 current = self._matching(tenants, frozenset())
                 matches = lambda c: c.tenant in tenants  # noqa: E731
         except Refused as error:
-            await context.abort(error.status, str(error))
+            await abort(self.engine, context, error)
         queue: asyncio.Queue = asyncio.Queue(WATCH_QUEUE)
         self._watchers[queue] = matches
         try:
@@ -100,8 +99,7 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
                 yield claims_pb2.ClaimEvent(status=self.status(claim), time_ns=time.time_ns())
             while (event := await queue.get()) is not None:
                 yield event
-            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                                "WATCH_LAGGED: this watcher fell too far behind; watch again")
+            await abort(self.engine, context, Refused("WATCH_LAGGED", "this watcher fell too far behind; watch again"))
         finally:
             self._watchers.pop(queue, None)
 

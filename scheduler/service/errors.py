@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import NoReturn
 
 import grpc
 
 from scheduler.kernel import KernelError
-from scheduler.service.engine import LedgerFailed
+from scheduler.service.engine import Engine, LedgerFailed
 
 STATUS = {
     "INVALID_CLAIM": grpc.StatusCode.INVALID_ARGUMENT,
@@ -39,8 +40,17 @@ class Refused(Exception):
         self.status = STATUS[code]
 
 
+# codes whose point is a malformed field: their message starts with the field's name
+NAMES_FIELD = {"INVALID_CLAIM", "INVALID_ARGUMENT", "PROGRESS_REGRESSED"}
+
+
 def refused(error: KernelError) -> Refused:
-    return Refused(error.code.name, f"{error.field}: {error.message}" if error.field else error.message)
+    named = error.field and error.code.name in NAMES_FIELD
+    return Refused(error.code.name, f"{error.field}: {error.message}" if named else error.message)
+
+
+def not_ready() -> Refused:
+    return Refused("NOT_READY", "the ledger is still being verified and replayed")
 
 
 def checked(result):
@@ -48,6 +58,12 @@ def checked(result):
     if isinstance(result, KernelError):
         raise refused(result)
     return result
+
+
+async def abort(engine: Engine, context: grpc.aio.ServicerContext, error: Refused) -> NoReturn:
+    """End a call with a refusal, counted by its code."""
+    engine.on_refused(error.code)
+    await context.abort(error.status, str(error))
 
 
 def guarded(method: Callable) -> Callable:
@@ -58,11 +74,10 @@ def guarded(method: Callable) -> Callable:
     async def handler(self, request, context: grpc.aio.ServicerContext):
         try:
             if not self.engine.ready:
-                raise Refused("NOT_READY", "the ledger is still being verified and replayed")
+                raise not_ready()
             return await method(self, request, context)
         except Refused as error:
-            self.engine.on_refused(error.code)
-            await context.abort(error.status, str(error))
+            await abort(self.engine, context, error)
         except LedgerFailed as error:
             await context.abort(grpc.StatusCode.UNAVAILABLE, f"LEDGER_UNAVAILABLE: {error}")
 

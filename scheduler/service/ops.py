@@ -14,7 +14,7 @@ from scheduler.ledger.writer import GroupCommitWriter
 from scheduler.service import convert
 from scheduler.service.agents import AgentServicer
 from scheduler.service.engine import Engine
-from scheduler.service.errors import Refused, checked, guarded
+from scheduler.service.errors import Refused, abort, checked, guarded, not_ready
 
 EXPORT_CHUNK = 1 << 20   # bytes of whole receipts per LedgerChunk
 
@@ -52,7 +52,7 @@ class OperationsServicer(ops_pb2_grpc.OperationsServicer):
         if request.tenant:
             tree = self.engine.state.tree
             if request.tenant not in tree.nodes:
-                raise Refused("UNKNOWN_TENANT", f"tenant: {request.tenant!r} is not in the tree")
+                raise Refused("UNKNOWN_TENANT", f"tenant {request.tenant!r} is not in the tree")
             tenants = {n for n in tree.nodes if request.tenant in tree.path(n)}
         rows = self.engine.observed.splits(tenants, request.since_ns, request.device_id)
         totals: dict[str, tuple[int, list[Grade]]] = defaultdict(lambda: (0, []))
@@ -106,8 +106,7 @@ class OperationsServicer(ops_pb2_grpc.OperationsServicer):
 
     async def LedgerExport(self, request, context):
         if not self.engine.ready:
-            err = Refused("NOT_READY", "the ledger is still being verified and replayed")
-            await context.abort(err.status, str(err))
+            await abort(self.engine, context, not_ready())
         steward = self._writer.steward
         stop = steward.length
         chunk: list[bytes] = []

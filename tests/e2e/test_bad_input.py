@@ -79,7 +79,7 @@ def test_poolctl_prints_one_line_with_the_servers_code(cluster):
     s = cluster()
     done = s.poolctl("submit", "c9", "--tenant", "nobody", "--estimate-uj", "5", check=False)
     assert done.returncode == 1 and done.stdout == ""
-    assert done.stderr.strip().splitlines() == ["poolctl: UNKNOWN_TENANT: tenant: tenant 'nobody' is not in the tree"]
+    assert done.stderr.strip().splitlines() == ["poolctl: UNKNOWN_TENANT: tenant 'nobody' is not in the tree"]
 
 
 def _stream(s, *messages):
