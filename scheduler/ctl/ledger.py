@@ -14,7 +14,7 @@ import grpc
 from protos.pool.v1 import ops_pb2, ops_pb2_grpc
 from scheduler.ctl.output import EXIT_FAILED, EXIT_OK, CtlError, add_output_flag, emit, table
 from scheduler.ctl.wire import add_scheduler_flag, as_ctl_error, call, channel, to_doc
-from scheduler.ledger import export, keys, witness
+from scheduler.ledger import cose, export, keys, receipts, witness
 from scheduler.ledger.sqlite import SqliteStore
 from scheduler.ledger.store import StoreError
 from scheduler.ledger.verify import Report, verify
@@ -44,6 +44,13 @@ def register(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, metavar="FILE")
     add_output_flag(p)
     p.set_defaults(run=_export)
+
+    p = sub.add_parser("import", help="restore a store from an export, once the export verifies")
+    p.add_argument("path", help="an export (CBOR sequence) or another store")
+    p.add_argument("--store", required=True, help="the SQLite store to create; refused if it exists")
+    p.add_argument("--key", metavar="PUBKEY", help="the steward's public key (default: the genesis's)")
+    add_output_flag(p)
+    p.set_defaults(run=_import)
 
     p = sub.add_parser("verify", help="verify a store or an export; exit 1 if invalid")
     p.add_argument("path")
@@ -119,6 +126,27 @@ def _export(args: Any) -> int:
     finally:
         store.close()
     doc = {"out": args.out, "length": count, "head": head.hex()}
+    emit(args, doc, lambda d: table(("field", "value"), list(d.items())))
+    return EXIT_OK
+
+
+def _import(args: Any) -> int:
+    """Verify everything first, then write the store in one transaction: a
+    ledger that does not verify leaves nothing behind."""
+    if Path(args.store).exists():
+        raise CtlError("STORE_EXISTS", f"{args.store} exists; import only creates a new store")
+    report = _verified(args.path, _public_key(args.key))
+    if not report.valid:
+        raise CtlError("LEDGER_INVALID", f"receipt {report.first_bad_index}: {report.reason}: {report.detail}",
+                       EXIT_FAILED)
+    raws = list(export.receipts_at(args.path))
+    kinds = [receipts.read_core(cose.parse_whole(raw).payload)[0].kind for raw in raws]
+    store = SqliteStore(args.store, create=True)
+    try:
+        store.append(0, list(zip(kinds, raws)))
+    finally:
+        store.close()
+    doc = {"store": args.store, "length": report.length, "head": report.head.hex()}
     emit(args, doc, lambda d: table(("field", "value"), list(d.items())))
     return EXIT_OK
 

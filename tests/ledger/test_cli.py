@@ -81,3 +81,21 @@ def test_witness_then_verify_with_the_statement(ledger):
 def test_the_steward_key_cannot_witness(ledger):
     out = poolctl("ledger", "witness", ledger / "l.cbor", "--key", ledger / "steward.key")
     assert out.returncode == 2 and "WITNESS_REJECTED" in out.stderr
+
+
+def test_import_restores_a_store_that_verifies_to_the_same_head(ledger, tmp_path):
+    out = poolctl("ledger", "import", ledger / "l.cbor", "--store", tmp_path / "restored.db", "-o", "json")
+    assert out.returncode == 0, out.stderr
+    restored, original = verify(tmp_path / "restored.db")[1], verify(ledger / "l.db")[1]
+    assert restored["valid"] and restored["head"] == original["head"] and restored["length"] == 4
+    again = poolctl("ledger", "import", ledger / "l.cbor", "--store", tmp_path / "restored.db")
+    assert again.returncode == 2 and "STORE_EXISTS" in again.stderr
+
+
+def test_import_of_a_tampered_export_leaves_nothing(ledger, tmp_path):
+    blob = bytearray((ledger / "l.cbor").read_bytes())
+    blob[-3] ^= 1
+    (tmp_path / "bad.cbor").write_bytes(bytes(blob))
+    out = poolctl("ledger", "import", tmp_path / "bad.cbor", "--store", tmp_path / "restored.db")
+    assert out.returncode == 1 and "LEDGER_INVALID: receipt 3" in out.stderr, out.stderr
+    assert not (tmp_path / "restored.db").exists()
