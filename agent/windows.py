@@ -18,8 +18,6 @@ from agent.counters import Interval
 from protos.energy import Grade, Share, mean_uw
 from protos.pool.v1 import agent_pb2, types_pb2
 
-DEFAULT_WINDOW_NS = 1_000_000_000
-
 
 @dataclass(frozen=True, slots=True)
 class Window:

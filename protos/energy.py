@@ -128,11 +128,6 @@ def mean_uw(uj: int | None, duration_ns: int) -> int | None:
     return uj * NS_PER_S // duration_ns
 
 
-def energy_uj(power_uw: int, duration_ns: int) -> int:
-    """Energy of a constant power over a duration, floored (power integration)."""
-    return power_uw * duration_ns // NS_PER_S
-
-
 def format_uj(uj: int | None) -> str:
     """Human energy for tables: J, kJ or kWh. Display only; never parsed back."""
     if uj is None:
