@@ -23,7 +23,7 @@ from grpc_health.v1._async import HealthServicer
 from protos import daemon
 from protos.pool.v1 import agent_pb2_grpc, claims_pb2_grpc, ops_pb2_grpc
 from protos.settings import ConfigError
-from scheduler.kernel import WorkerLiveness, period_roll
+from scheduler.kernel import EventError, WorkerLiveness, period_roll
 from scheduler.ledger.fold import Fold
 from scheduler.ledger.keys import KeyFileError, load_signing_key
 from scheduler.ledger.sqlite import SqliteStore
@@ -102,8 +102,10 @@ class Scheduler:
                  steward.length, time.monotonic() - started)
         config_event = self.config.config_event()
         changed = self.engine.state.config_digest != config_event.digest
-        # deciding even with nothing new gives every pending claim its reason again
-        await self.engine.decide([config_event] if changed else [], time.time_ns())
+        try:   # deciding even with nothing new gives every pending claim its reason again
+            await self.engine.decide([config_event] if changed else [], time.time_ns())
+        except EventError as exc:
+            raise StartupError(f"the configuration cannot replace the one in the ledger: {exc}") from None
         if changed:
             log.info("configuration recorded (digest %s)", config_event.digest.hex()[:16])
         self.engine.ready = True

@@ -78,3 +78,15 @@ def test_metrics_report_admissions_refusals_usage_and_ledger(cluster):
     assert 'pool_tenant_usage_uj{tenant="alpha"} 7000.0' in text
     assert 'pool_tenant_guarantee_uj{tenant="root"} 1e+11' in text
     assert "pool_ledger_length" in text and "pool_replay_seconds" in text
+
+
+def test_a_configuration_that_drops_a_tenant_with_open_claims_is_refused(cluster):
+    s = cluster()
+    s.register()
+    s.poolctl("submit", "b1", "--tenant", "beta", "--estimate-uj", "10")
+    s.stop()
+    s.config.write_text(s.config.read_text().split('[[tenants]]\nname = "beta"')[0])
+    done = subprocess.run([str(BIN / "pool-scheduler"), "--config", str(s.config)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "cannot replace the one in the ledger" in done.stderr and "'beta'" in done.stderr, done.stderr
