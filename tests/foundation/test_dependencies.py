@@ -1,4 +1,4 @@
-"""The dependency choices DEVELOPERS.md makes on purpose stay made."""
+"""The dependency choices pyproject.toml makes on purpose stay made."""
 
 import importlib.metadata
 import warnings
