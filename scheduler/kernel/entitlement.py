@@ -16,18 +16,16 @@ guarantee + allowance; a borrowing claim also counts the held-back guarantee.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
-from protos.energy import Grade, split
-
-from .snapshot import NodeUsage
 from .tree import TenantTree, _locked
 
 UJ, MDEV = "uj", "mdev"
 
 
-@dataclass(frozen=True, slots=True)
-class Fit:
+class Fit(NamedTuple):
+    """One check's verdict and figures (a NamedTuple: several per decision)."""
+
     ok: bool
     node: str
     guarantee: int
@@ -36,23 +34,25 @@ class Fit:
     limit: int | None = None
 
 
-def _g(tree: TenantTree, name: str, dim: str) -> int:
-    node = tree.nodes[name]
-    return node.guarantee_uj if dim == UJ else node.guarantee_mdev
+# NodeUsage fields by dimension: (direct, total, inner).
+_FIELDS = {UJ: (0, 1, 2), MDEV: (4, 5, 6)}
+_LOCKED = 3
 
 
-def _total(u: NodeUsage, dim: str) -> int:
-    return u.total_uj if dim == UJ else u.total_mdev
+def _dim(tree: TenantTree, dim: str) -> tuple[tuple[int, ...], int, int, int]:
+    """(guarantees by position, direct, total and inner field numbers)."""
+    direct, total, inner = _FIELDS[dim]
+    return tree.guarantees[dim == MDEV], direct, total, inner
 
 
 def within_guarantees(tree: TenantTree, usage, tenant: str, uj: int, mdev: int) -> bool:
     """The common case, cheaply: every node on the path stays within its own
     guarantee in both dimensions even counting everything its subtree uses.
     Then the own pass holds and nothing borrows, so no allowance is needed."""
-    nodes = tree.nodes
-    for name in tree.path(tenant):
-        u, t = usage[name], nodes[name]
-        if u.total_uj + uj > t.guarantee_uj or u.total_mdev + mdev > t.guarantee_mdev:
+    values, (g_uj, g_mdev) = usage.values, tree.guarantees
+    for at in tree.at_path[tenant]:
+        u = values[at]
+        if u[1] + uj > g_uj[at] or u[5] + mdev > g_mdev[at]:
             return False
     return True
 
@@ -61,70 +61,70 @@ def own_pass(tree: TenantTree, usage, tenant: str, dim: str, amount: int, known_
     """The first node on the path whose within-guarantee usage cannot take
     `amount`; ok with the tenant's figures when none (or when the caller
     already knows it fits)."""
-    for name in () if known_ok else tree.path(tenant):
-        u = usage[name]
-        inner = u.inner_uj if dim == UJ else u.inner_mdev
-        g = _g(tree, name, dim)
-        if inner + amount > g:
-            return Fit(False, name, g, inner)
-    u = usage[tenant]
-    return Fit(True, tenant, _g(tree, tenant, dim), u.inner_uj if dim == UJ else u.inner_mdev)
+    values, (g, _, _, inner) = usage.values, _dim(tree, dim)
+    for at in () if known_ok else tree.at_path[tenant]:
+        used = values[at][inner]
+        if used + amount > g[at]:
+            return Fit(False, tree.order[at], g[at], used)
+    at = tree.index[tenant]
+    return Fit(True, tenant, g[at], values[at][inner])
 
 
-def _child_share(tree: TenantTree, usage, parent: str, child: str, dim: str, amount: int, pool: int) -> int:
-    """`child`'s weighted share of `pool` among the borrowing children."""
-    weights = {}
-    for k in tree.children[parent]:
-        total = _total(usage[k], dim) + (amount if k == child else 0)
-        if total > _g(tree, k, dim):
-            weights[k] = tree.nodes[k].weight
-    if child not in weights or pool <= 0:
+def _locked_at(tree: TenantTree, values, at: int) -> int:
+    return _locked(tree.nodes[tree.order[at]], values[at][1])
+
+
+def _pool_and_share(tree: TenantTree, values, parent: int, child: int, dim: str, amount: int, pool: int) -> int:
+    """`child`'s share of what `parent` can lend: `pool` less each child's
+    usage up to its guarantee (the claim's `amount` counted at `child`),
+    split by weight among the children above their guarantee, largest
+    remainder first, ties to the smaller name (RULES §3; as protos.energy
+    `split`, without building every share). One pass over the children."""
+    g, _, total, _ = _dim(tree, dim)
+    weights = tree.weights
+    borrowers = []
+    for k in tree.kids[parent]:
+        used = values[k][total] + (amount if k == child else 0)
+        pool -= min(used, g[k])
+        if used > g[k]:
+            borrowers.append(k)
+    if child not in borrowers or pool <= 0:
         return 0
-    for share in split(pool, weights, Grade.ModelBased):
-        if share.occupant == child:
-            return share.uj
-    raise AssertionError("split lost an occupant")
-
-
-def _held_back(tree: TenantTree, usage, name: str, path_child: str | None, dim: str) -> int:
-    """Guarantee `name`'s children hold back by lend limits, except the
-    claimant's own branch (its own guarantee is its to use)."""
-    if dim != UJ:
-        return 0
-    held = usage[name].locked_uj
-    if path_child is not None:
-        held -= _locked(tree.nodes[path_child], usage[path_child].total_uj)
-    return held
+    weight_sum = sum(weights[k] for k in borrowers)
+    floors = sum(pool * weights[k] // weight_sum for k in borrowers)
+    rank_key = (-(pool * weights[child] % weight_sum), child)
+    ahead = sum(1 for k in borrowers if (-(pool * weights[k] % weight_sum), k) < rank_key)
+    return pool * weights[child] // weight_sum + (ahead < pool - floors)
 
 
 def total_fit(tree: TenantTree, usage, tenant: str, dim: str, amount: int, borrowing: bool) -> Fit:
     """Whether adding `amount` at `tenant` keeps every node on the path within
     guarantee + allowance; the first (topmost) node that would not, else ok."""
-    path = tree.path(tenant)
+    path = tree.at_path[tenant]
+    values, (g, direct, total, _) = usage.values, _dim(tree, dim)
+    energy = dim == UJ
     allowance = 0
-    fit = None
     for depth in range(len(path) - 1, -1, -1):
-        name = path[depth]
+        at = path[depth]
         child = path[depth - 1] if depth else None
-        u, g = usage[name], _g(tree, name, dim)
-        held = _held_back(tree, usage, name, child, dim) if borrowing else 0
-        limit = tree.nodes[name].borrow_limit_uj if dim == UJ and depth < len(path) - 1 else None
-        fit = Fit(True, name, g, _total(u, dim), allowance, limit)
-        if _total(u, dim) + amount + held - g > allowance:
-            return Fit(False, name, g, _total(u, dim), allowance, limit)
+        # guarantee the children hold back by lend limits, except the
+        # claimant's own branch (its own guarantee is its to use)
+        held = 0
+        if energy:
+            held = values[at][_LOCKED] - (_locked_at(tree, values, child) if child is not None else 0)
+        limit = tree.borrow_limits[at] if energy and depth < len(path) - 1 else None
+        used = values[at][total]
+        if used + amount + (held if borrowing else 0) - g[at] > allowance:
+            return Fit(False, tree.order[at], g[at], used, allowance, limit)
         if child is None:
-            break
-        child_held = _held_back(tree, usage, child, None, dim) if borrowing else 0
-        if _total(usage[child], dim) + amount + child_held <= _g(tree, child, dim):
+            return Fit(True, tree.order[at], g[at], used, allowance, limit)
+        child_held = values[child][_LOCKED] if energy and borrowing else 0
+        if values[child][total] + amount + child_held <= g[child]:
             allowance = 0  # the child does not go above its guarantee: no share needed
             continue
-        direct = u.direct_uj if dim == UJ else u.direct_mdev
-        within = sum(min(_total(usage[k], dim) + (amount if k == child else 0), _g(tree, k, dim))
-                     for k in tree.children[name])
-        pool = g + allowance - direct - within - _held_back(tree, usage, name, child, dim)
-        allowance = _child_share(tree, usage, name, child, dim, amount, pool)
-        child_limit = tree.nodes[child].borrow_limit_uj if dim == UJ else None
+        pool = g[at] + allowance - values[at][direct] - held
+        allowance = _pool_and_share(tree, values, at, child, dim, amount, pool)
+        child_limit = tree.borrow_limits[child] if energy else None
         if child_limit is not None:
             allowance = min(allowance, child_limit)
-    assert fit is not None
-    return fit
+    raise AssertionError("a path ends at the root")

@@ -59,9 +59,11 @@ def explain(state: ClusterState, claim_id: str, now_ns: int = 0) -> Explanation 
     if gang_id and complete and reason is Reason.ADMISSIBLE:
         reason = gangs.decide_gang(state, gangs.members(state, gang_id), now_ns)[0]
     req = claim.spec.resources
-    workers, loads, spec, admissible = [], state.loads, claim.spec, Reason.ADMISSIBLE
-    for worker_id, worker in sorted(state.workers.items()):
-        load = loads[worker_id]
+    # one walk of each map into a dict, then plain lookups in id order
+    by_id, loads, spec, admissible = dict(state.workers.items()), dict(state.loads.items()), claim.spec, Reason.ADMISSIBLE
+    workers = []
+    for worker_id in state.worker_ids:
+        worker, load = by_id[worker_id], loads[worker_id]
         why = worker_reason(worker, load, spec)
         workers.append(WorkerExplanation(worker_id, why is admissible, why, worker, load, req))
     position = state.pending.index((-claim.spec.priority, claim.seq, claim_id)) + 1

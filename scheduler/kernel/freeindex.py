@@ -29,15 +29,16 @@ class FreeIndex(SortedSeq):
         super()._init(blocks, maxes, length)
         self._ceilings = tuple(_ceiling(block) for block in blocks)
 
-    def _splice(self, i: int, new: tuple, length: int, key, added: bool) -> FreeIndex:
-        out = super()._splice(i, new, length, key, added)
+    def _splice(self, i: int, new: tuple, length: int, removed, added) -> FreeIndex:
+        out = super()._splice(i, new, length, removed, added)
         old = self._ceilings[i]
-        if added and len(new) == 1:
-            ceilings = (max(old[0], key[1]), max(old[1], key[2]), max(old[2], key[3])),
-        elif not added and new and key[1] < old[0] and key[2] < old[1] and key[3] < old[2]:
-            ceilings = old,  # the removed entry held none of the maxima
+        if len(new) != 1 or removed is not None and (
+                removed[1] >= old[0] or removed[2] >= old[1] or removed[3] >= old[2]):
+            ceilings = tuple(_ceiling(block) for block in new)  # split, emptied, or a maximum left
+        elif added is not None:
+            ceilings = (max(old[0], added[1]), max(old[1], added[2]), max(old[2], added[3])),
         else:
-            ceilings = tuple(_ceiling(block) for block in new)
+            ceilings = old,  # the removed entry held none of the maxima
         out._ceilings = (*self._ceilings[:i], *ceilings, *self._ceilings[i + 1:])
         return out
 

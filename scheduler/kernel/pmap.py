@@ -73,12 +73,17 @@ def _delete(node: dict, h: int, shift: int, key: Any) -> dict | None:
     return new
 
 
-def _walk(node: dict) -> Iterator[tuple[Any, Any]]:
-    if type(node) is _Branch:
-        for child in node.values():
-            yield from _walk(child)
-    else:
-        yield from node.items()
+def _entries(root: dict) -> list[tuple[Any, Any]]:
+    """Every (key, value), leaves appended whole: a loop, not a recursive
+    generator, since explain and the views walk maps of every worker."""
+    out, stack = [], [root]
+    while stack:
+        node = stack.pop()
+        if type(node) is _Branch:
+            stack.extend(node.values())
+        else:
+            out.extend(node.items())
+    return out
 
 
 class PMap(Mapping):
@@ -130,13 +135,13 @@ class PMap(Mapping):
         return self._len
 
     def __iter__(self) -> Iterator[Any]:
-        return (key for key, _ in _walk(self._root))
+        return (key for key, _ in _entries(self._root))
 
     def items(self):  # type: ignore[override]
-        return list(_walk(self._root))
+        return _entries(self._root)
 
     def values(self):  # type: ignore[override]
-        return [value for _, value in _walk(self._root)]
+        return [value for _, value in _entries(self._root)]
 
     def set(self, key: Any, value: Any) -> PMap:
         root, added = _set(self._root, hash(key), 0, key, value)

@@ -48,9 +48,8 @@ def ordered(claims: Iterable[Claim]) -> list[Claim]:
     return sorted(claims, key=cmp_to_key(_compare))
 
 
-def open_claims(state: ClusterState, tenants: Iterable[str] | None = None) -> list[Claim]:
-    names = state.open_by_tenant if tenants is None else [t for t in tenants if t in state.open_by_tenant]
-    return [state.claims[c] for t in names for c in state.open_by_tenant[t]]
+def open_claims(state: ClusterState) -> list[Claim]:
+    return [state.claims[c] for ids in state.open_by_tenant.values() for c in ids]
 
 
 def reclaim_candidates(state: ClusterState, claim: Claim) -> list[Claim]:
@@ -59,7 +58,10 @@ def reclaim_candidates(state: ClusterState, claim: Claim) -> list[Claim]:
 
 
 def priority_candidates(state: ClusterState, claim: Claim) -> list[Claim]:
-    return ordered(c for c in open_claims(state, [claim.tenant]) if c.spec.priority < claim.spec.priority)
+    """The tenant's open claims of lower priority: filtered on the priorities
+    `open_by_tenant` keeps, so only candidates are looked up."""
+    ids = state.open_by_tenant.get(claim.tenant, {})
+    return ordered(state.claims[c] for c, priority in ids.items() if priority < claim.spec.priority)
 
 
 @dataclass(frozen=True, slots=True)

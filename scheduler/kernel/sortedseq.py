@@ -29,39 +29,54 @@ class SortedSeq:
     def _init(self, blocks: tuple, maxes: tuple, length: int) -> None:
         self._blocks, self._maxes, self._len = blocks, maxes, length
 
-    def _splice(self, i: int, new: tuple, length: int, key: Any, added: bool) -> SortedSeq:
+    def _splice(self, i: int, new: tuple, length: int, removed: Any | None, added: Any | None) -> SortedSeq:
         """A sequence with block i replaced by the blocks `new` (none, one or
-        two), after `key` was added or removed there."""
+        two), after `removed` left and `added` joined it (either may be None)."""
         out = type(self).__new__(type(self))
         SortedSeq._init(out, (*self._blocks[:i], *new, *self._blocks[i + 1:]),
                         (*self._maxes[:i], *(block[-1] for block in new), *self._maxes[i + 1:]), length)
         return out
+
+    def _grown(self, i: int, block: tuple, key: Any, length: int, removed: Any | None) -> SortedSeq:
+        """`key` inserted into `block` (block i, maybe already without
+        `removed`), split in two if that makes it too long."""
+        j = bisect_left(block, key)
+        grown = (*block[:j], key, *block[j:])
+        new = (grown[:_BLOCK], grown[_BLOCK:]) if len(grown) > 2 * _BLOCK else (grown,)
+        return self._splice(i, new, length, removed, key)
 
     def add(self, key: Any) -> SortedSeq:
         blocks = self._blocks
         if not blocks:
             return type(self)((key,))
         i = min(bisect_left(self._maxes, key), len(blocks) - 1)
-        block = blocks[i]
-        j = bisect_left(block, key)
-        grown = (*block[:j], key, *block[j:])
-        new = (grown[:_BLOCK], grown[_BLOCK:]) if len(grown) > 2 * _BLOCK else (grown,)
-        return self._splice(i, new, self._len + 1, key, True)
+        return self._grown(i, blocks[i], key, self._len + 1, None)
 
-    def remove(self, key: Any) -> SortedSeq:
+    def _shrunk(self, key: Any) -> tuple[int, tuple]:
+        """(the block number holding `key`, that block without it)."""
         i = bisect_left(self._maxes, key)
         block = self._blocks[i] if i < len(self._blocks) else ()
         j = bisect_left(block, key)
         if j == len(block) or block[j] != key:
             raise KeyError(key)
-        shrunk = (*block[:j], *block[j + 1:])
-        return self._splice(i, (shrunk,) if shrunk else (), self._len - 1, key, False)
+        return i, (*block[:j], *block[j + 1:])
+
+    def remove(self, key: Any) -> SortedSeq:
+        i, shrunk = self._shrunk(key)
+        return self._splice(i, (shrunk,) if shrunk else (), self._len - 1, key, None)
 
     def replace(self, old: Any | None, new: Any | None) -> SortedSeq:
-        """`old` removed and `new` added, either of them None for nothing."""
+        """`old` removed and `new` added, either of them None for nothing.
+        When `new` sorts into the block `old` leaves (a worker's free key
+        moving a little), one block is copied instead of two."""
         if old == new:
             return self
-        out = self if old is None else self.remove(old)
+        if old is None:
+            return self.add(new)
+        i, shrunk = self._shrunk(old)
+        if new is not None and shrunk and min(bisect_left(self._maxes, new), len(self._blocks) - 1) == i:
+            return self._grown(i, shrunk, new, self._len, old)
+        out = self._splice(i, (shrunk,) if shrunk else (), self._len - 1, old, None)
         return out if new is None else out.add(new)
 
     def from_key(self, key: Any) -> Iterator[Any]:

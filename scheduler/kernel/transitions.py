@@ -9,6 +9,7 @@ ledger that contains one is corrupt, and the decision functions never make one.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import replace
 
 from protos.energy import Grade, worst
@@ -58,9 +59,10 @@ def _load_changed(state: ClusterState, worker_id: str, load: WorkerLoad) -> dict
     return {"loads": state.loads.set(worker_id, load), "free_index": state.free_index.replace(old, new)}
 
 
-def _open_set(state: ClusterState, tenant: str, claim_id: str, present: bool) -> PMap:
+def _open_set(state: ClusterState, claim: Claim, present: bool) -> PMap:
+    tenant = claim.tenant
     ids = state.open_by_tenant.get(tenant, PMap())
-    ids = ids.set(claim_id, True) if present else ids.delete(claim_id)
+    ids = ids.set(claim.claim_id, claim.spec.priority) if present else ids.delete(claim.claim_id)
     return state.open_by_tenant.set(tenant, ids) if ids else state.open_by_tenant.delete(tenant)
 
 
@@ -83,8 +85,12 @@ def _registered(state: ClusterState, e: WorkerRegistered) -> ClusterState:
         claim = state.claims[claim_id]
         load = adjust(worker, load, claim_id, claim.spec, claim.devices, 1)
     index = state.free_index.replace(old_key, free_key(worker, load) if worker.live else None)
+    ids = state.worker_ids
+    if old is None:
+        at = bisect_left(ids, worker.worker_id)
+        ids = (*ids[:at], worker.worker_id, *ids[at:])
     return state._replace(workers=state.workers.set(worker.worker_id, worker),
-                   loads=state.loads.set(worker.worker_id, load), free_index=index)
+                   loads=state.loads.set(worker.worker_id, load), free_index=index, worker_ids=ids)
 
 
 def _liveness(state: ClusterState, e: WorkerLiveness) -> ClusterState:
@@ -116,7 +122,7 @@ def _admitted(state: ClusterState, e: ClaimAdmitted) -> ClusterState:
     load = adjust(worker, state.loads[e.worker], claim.claim_id, claim.spec, e.devices, 1)
     return state._replace(claims=state.claims.set(claim.claim_id, admitted),
                    usage=bump(state.tree, state.usage, claim.tenant, admitted.usage_uj, claim.spec.resources.gpu_mdev),
-                   open_by_tenant=_open_set(state, claim.tenant, claim.claim_id, True),
+                   open_by_tenant=_open_set(state, claim, True),
                    next_admit_seq=max(state.next_admit_seq, e.admitted_seq + 1),
                    **_without_pending(state, claim), **_load_changed(state, e.worker, load))
 
@@ -176,7 +182,7 @@ def _settled(state: ClusterState, e: Settled) -> ClusterState:
     load = adjust(state.workers[claim.worker], state.loads[claim.worker], claim.claim_id, claim.spec, claim.devices, -1)
     usage = bump(state.tree, state.usage, claim.tenant, e.actual_uj - claim.usage_uj, -claim.spec.resources.gpu_mdev)
     return state._replace(claims=state.claims.set(claim.claim_id, settled), usage=usage,
-                   open_by_tenant=_open_set(state, claim.tenant, claim.claim_id, False),
+                   open_by_tenant=_open_set(state, claim, False),
                    settled=state.settled.set(claim.claim_id, True), class_stats=_observe(state, claim, e),
                    **_load_changed(state, claim.worker, load))
 
@@ -212,7 +218,7 @@ def rebuild(state: ClusterState) -> ClusterState:
             uj, mdev = claim.usage_uj, claim.spec.resources.gpu_mdev
             loads[claim.worker] = adjust(state.workers[claim.worker], loads[claim.worker], claim.claim_id,
                                          claim.spec, claim.devices, 1)
-            open_by_tenant.setdefault(claim.tenant, {})[claim.claim_id] = True
+            open_by_tenant.setdefault(claim.tenant, {})[claim.claim_id] = claim.spec.priority
         elif claim.claim_id in state.settled:
             uj = claim.settled_uj
         elif claim.state is ClaimState.PENDING:
@@ -227,4 +233,4 @@ def rebuild(state: ClusterState) -> ClusterState:
     return state._replace(usage=usage, loads=PMap(loads), free_index=index,
                    gangs=PMap({g: tuple(sorted(m)) for g, m in gangs.items()}),
                    open_by_tenant=PMap({t: PMap(ids) for t, ids in open_by_tenant.items()}),
-                   pending=SortedSeq(pending))
+                   pending=SortedSeq(pending), worker_ids=tuple(sorted(state.workers)))

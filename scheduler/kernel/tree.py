@@ -28,6 +28,14 @@ class TenantTree:
     order: tuple[str, ...]  # parents before children, siblings by name
 
     index: Mapping[str, int]                   # name -> position in `order`
+    # The same tree by position in `order`, for the entitlement hot paths:
+    # tuple indexing instead of a map lookup and an attribute per node.
+    # Siblings are in name order there, so positions order them like names.
+    at_path: Mapping[str, tuple[int, ...]]     # path as positions, tenant first
+    kids: tuple[tuple[int, ...], ...]          # children's positions
+    guarantees: tuple[tuple[int, ...], tuple[int, ...]]  # (µJ, mdev), per position
+    weights: tuple[int, ...]
+    borrow_limits: tuple[int | None, ...]
 
     def path(self, name: str) -> tuple[str, ...]:
         return self.paths[name]
@@ -80,8 +88,14 @@ def load_tree(tenants: Iterable[Tenant]) -> TenantTree:
             below = sum(getattr(k, label) for k in kids)
             if below > getattr(nodes[name], label):
                 raise TreeError(name, f"children's {label} sum to {below}, above the node's {getattr(nodes[name], label)}")
+    index = {n: i for i, n in enumerate(order)}
+    tenants_in_order = [nodes[n] for n in order]
     return TenantTree(roots[0], MappingProxyType(nodes), MappingProxyType({n: tuple(c) for n, c in children.items()}),
-                      MappingProxyType(paths), tuple(order), MappingProxyType({n: i for i, n in enumerate(order)}))
+                      MappingProxyType(paths), tuple(order), MappingProxyType(index),
+                      MappingProxyType({n: tuple(index[p] for p in path) for n, path in paths.items()}),
+                      tuple(tuple(index[c] for c in children[n]) for n in order),
+                      (tuple(t.guarantee_uj for t in tenants_in_order), tuple(t.guarantee_mdev for t in tenants_in_order)),
+                      tuple(t.weight for t in tenants_in_order), tuple(t.borrow_limit_uj for t in tenants_in_order))
 
 
 def _locked(t: Tenant, total_uj: int) -> int:
