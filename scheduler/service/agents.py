@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterable
+from itertools import accumulate, compress, count, repeat
+from operator import ge, is_, le, sub
 
 import grpc
 
@@ -23,10 +25,11 @@ from scheduler.service.config import SchedulerConfig
 from scheduler.service.engine import Change, Engine, LedgerFailed
 from scheduler.service.errors import Refused, abort, guarded, not_ready
 from scheduler.service.metrics import SchedulerMetrics
-from scheduler.service.observed import CPU_PREFIX, DeviceWindow
+from scheduler.service.observed import CPU_PREFIX, Windows
 
 log = logging.getLogger("pool.scheduler.agents")
 _CLOSED = object()
+IN_FLIGHT = 4   # batches a stream may have counted but not yet durable
 
 
 class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
@@ -47,7 +50,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         self.meters[request.host_id] = list(request.devices)
         if self.engine.state.workers.get(request.host_id) != worker:
             await self.engine.decide([WorkerRegistered(worker)], time.time_ns())
-        return agent_pb2.RegisterResponse(acked_seq=self.engine.state.acked.get(request.host_id, 0),
+        return agent_pb2.RegisterResponse(acked_seq=await self.engine.durable_acked(request.host_id),
                                           capacity=convert.capacity(worker))
 
     async def Stream(self, request_iterator: AsyncIterator, context: grpc.aio.ServicerContext):
@@ -59,7 +62,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         try:
             await self._set_live(host, True)
             yield agent_pb2.SchedulerMessage(occupancy=self._occupancy(host))
-            yield agent_pb2.SchedulerMessage(ack=agent_pb2.Ack(acked_seq=self.engine.state.acked.get(host, 0)))
+            yield agent_pb2.SchedulerMessage(ack=agent_pb2.Ack(acked_seq=await self.engine.durable_acked(host)))
             while (message := await outbox.get()) is not _CLOSED:
                 if isinstance(message, Refused):
                     await abort(self.engine, context, message)
@@ -86,31 +89,56 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         return host
 
     async def _read(self, host: str, request_iterator: AsyncIterator, outbox: asyncio.Queue) -> None:
+        """Check, count and queue each batch as it arrives: while the ledger
+        writes one, the next is already checked and folded. Up to IN_FLIGHT
+        batches a stream wait for durability; `_acknowledge` answers them (and
+        a refusal) in arrival order."""
+        pending: asyncio.Queue = asyncio.Queue(IN_FLIGHT)
+        acknowledging = asyncio.create_task(self._acknowledge(pending, outbox))
         try:
-            async for message in request_iterator:
-                if message.WhichOneof("body") != "batch":
-                    continue
-                windows = [convert.window_from(w) for w in message.batch.windows]
-                _check_windows(host, windows, self.meters.get(host, []))
-                await self._count(host, windows)
-                outbox.put_nowait(agent_pb2.SchedulerMessage(
-                    ack=agent_pb2.Ack(acked_seq=self.engine.state.acked.get(host, 0))))
-        except Refused as error:
-            outbox.put_nowait(error)
-        except LedgerFailed as error:
-            outbox.put_nowait(Refused("LEDGER_UNAVAILABLE", str(error)))
-        except grpc.aio.AioRpcError:
-            pass   # the agent went away; it resends above its last ack
+            end: object = _CLOSED
+            try:
+                async for message in request_iterator:
+                    if message.WhichOneof("body") == "batch":
+                        await pending.put(self._count(host, message.batch))
+            except Refused as error:
+                end = error
+            except LedgerFailed as error:
+                end = Refused("LEDGER_UNAVAILABLE", str(error))
+            except grpc.aio.AioRpcError:
+                pass   # the agent went away; it resends above its last ack
+            await pending.put(end)
+            await acknowledging
         finally:
-            outbox.put_nowait(_CLOSED)
+            acknowledging.cancel()
+            outbox.put_nowait(_CLOSED)   # for an end `_acknowledge` did not reach
 
-    async def _count(self, host: str, windows: list[DeviceWindow]) -> None:
-        acked = self.engine.state.acked.get(host, 0)
-        fresh = [w for w in windows if w.seq > acked]
-        self.metrics.duplicate_windows.inc(len(windows) - len(fresh))
-        if fresh:
-            await self.engine.record_windows(host, fresh, time.time_ns())
-            self.metrics.windows.inc(len(fresh))
+    def _count(self, host: str, batch: agent_pb2.WindowBatch) -> tuple[asyncio.Future | None, int, int]:
+        """Check a batch and count its new windows: (durable, the seq to ack once
+        it is, how many were new)."""
+        windows = convert.windows_from(batch)
+        _check_windows(host, windows, self.meters.get(host, []))
+        fresh = windows.since(self.engine.state.acked.get(host, 0))
+        self.metrics.duplicate_windows.inc(len(windows.seq) - len(fresh.seq))
+        durable = self.engine.record_windows(host, fresh, time.time_ns()) if fresh.seq else None
+        return durable, self.engine.state.acked.get(host, 0), len(fresh.seq)
+
+    async def _acknowledge(self, pending: asyncio.Queue, outbox: asyncio.Queue) -> None:
+        """Ack each counted batch once it is durable (those before it are then
+        too), in order; then pass on how the stream ends."""
+        while isinstance(item := await pending.get(), tuple):
+            durable, acked, counted = item
+            if durable is not None:
+                try:
+                    await durable
+                except LedgerFailed as error:
+                    item = Refused("LEDGER_UNAVAILABLE", str(error))
+                    break
+                self.metrics.windows.inc(counted)
+            outbox.put_nowait(agent_pb2.SchedulerMessage(ack=agent_pb2.Ack(acked_seq=acked)))
+        if isinstance(item, Refused):
+            outbox.put_nowait(item)
+        outbox.put_nowait(_CLOSED)
 
     async def _set_live(self, host: str, live: bool) -> None:
         worker = self.engine.state.workers.get(host)
@@ -159,21 +187,38 @@ def _check_registration(request: agent_pb2.RegisterRequest) -> None:
         raise Refused("INVALID_ARGUMENT", "devices: every device needs a distinct, non-empty id")
 
 
-def _check_windows(host: str, windows: list[DeviceWindow], meters: list[types_pb2.DeviceMeter]) -> None:
-    known = {m.device_id for m in meters}
-    for w in windows:
-        problem = _window_problem(w, known)
-        if problem:
-            raise Refused("INVALID_WINDOW", f"window seq {w.seq} from {host!r}: {problem}")
+def _check_windows(host: str, windows: Windows, meters: list[types_pb2.DeviceMeter]) -> None:
+    """Refuse the whole batch if any window is bad, naming the first."""
+    found = [(first, rule) for rule, flags in _rules(windows, {m.device_id for m in meters})
+             if (first := next(compress(count(), flags), None)) is not None]
+    if found:
+        first, rule = min(found, key=lambda f: f[0])   # the earliest window; for one window, the first rule
+        raise Refused("INVALID_WINDOW", f"window seq {windows.seq[first]} from {host!r}: {rule(first)}")
 
 
-def _window_problem(w: DeviceWindow, known: set[str]) -> str | None:
-    if w.device_id not in known and not w.device_id.startswith(CPU_PREFIX):
-        return f"device {w.device_id!r} was not registered"
-    if w.seq < 1 or w.end_ns <= w.start_ns:
-        return "seq must be ≥ 1 and end_ns after start_ns"
-    if w.uj is None and w.shares:
-        return "a window with no figure has no shares"
-    if w.uj is not None and w.shares and sum(s.uj for s in w.shares) != w.uj:
-        return f"shares sum to {sum(s.uj for s in w.shares)}, not {w.uj}"
-    return None
+def _rules(w: Windows, known: set[str]) -> list[tuple[Callable[[int], str], Iterable]]:
+    """Each rule: what it says about window i, and a flag per window (true:
+    broken). A rule whose columns pass a whole-column test flags nothing
+    without looking at each window."""
+    unknown = {d for d in set(w.device) - known if not d.startswith(CPU_PREFIX)}
+    bounds = list(accumulate(w.shares, initial=0))
+    total = list(accumulate(w.share_uj, initial=0))
+    sums = list(map(sub, map(total.__getitem__, bounds[1:]), map(total.__getitem__, bounds)))
+    return [
+        (lambda i: f"device {w.device[i]!r} was not registered",
+         map(unknown.__contains__, w.device) if unknown else ()),
+        (lambda i: "seq must be ≥ 1 and above the seq before it", map(ge, [0, *w.seq], w.seq)),
+        (lambda i: "end_ns must be after start_ns", map(le, w.end_ns, w.start_ns)),
+        (lambda i: "the window and each of its shares need a grade", _ungraded(w)),
+        (lambda i: "a window with no figure has no shares",
+         (u is None and n for u, n in zip(w.uj, w.shares)) if None in w.uj else ()),
+        (lambda i: f"shares sum to {sums[i]}, not {w.uj[i]}",
+         (n and u is not None and s != u for n, u, s in zip(w.shares, w.uj, sums)) if sums != w.uj else ()),
+    ]
+
+
+def _ungraded(w: Windows) -> Iterable[bool]:
+    if None not in w.grade and None not in w.share_grade:
+        return ()
+    owners = set(compress(w.window_of_shares(), map(is_, w.share_grade, repeat(None))))
+    return (g is None or i in owners for i, g in enumerate(w.grade))

@@ -3,12 +3,15 @@ with the wire enums, so an enum crosses as its integer."""
 
 from __future__ import annotations
 
+from itertools import chain
+from operator import attrgetter
+
 from protos.energy import Grade
 from protos.pool.v1 import agent_pb2, claims_pb2, ops_pb2, types_pb2
 from scheduler.kernel import (Claim, ClaimSpec, ClaimVerdict, Device, Estimate, Explanation, Placement,
                               PreemptionPlan, Resources, TenantView, Worker, WorkerView)
 from scheduler.service.config import WorkerOverride
-from scheduler.service.observed import DeviceWindow, SplitRow, WindowShare
+from scheduler.service.observed import SplitRow, Windows
 
 
 def grade(g: Grade | None) -> int:
@@ -79,9 +82,25 @@ def capacity(worker: Worker) -> types_pb2.Capacity:
     return types_pb2.Capacity(resources=resources(worker.capacity), max_concurrency=worker.max_concurrency)
 
 
-def window_from(w: agent_pb2.Window) -> DeviceWindow:
-    return DeviceWindow(w.device_id, w.seq, w.start_ns, w.end_ns, w.uj if w.HasField("uj") else None,
-                        Grade(w.grade), tuple(WindowShare(s.occupant, s.uj, Grade(s.grade)) for s in w.shares))
+_WINDOW_FIELDS = attrgetter("device_id", "seq", "start_ns", "end_ns", "uj", "grade", "shares")
+_SHARE_FIELDS = attrgetter("occupant", "uj", "grade")
+_GRADE_NAMES = {int(g): g.name for g in Grade}   # a wire value outside these becomes None
+
+
+def windows_from(batch: agent_pb2.WindowBatch) -> Windows:
+    """A batch straight into the body's columns, field by field at C speed
+    (no object per window). Unchecked: see agents._check_windows."""
+    if not batch.windows:
+        return Windows(*([] for _ in Windows._fields))
+    windows = list(batch.windows)   # one wrapper per message: each pass over the field would make new ones
+    device, seq, start_ns, end_ns, uj, grades, shares = map(list, zip(*map(_WINDOW_FIELDS, windows)))
+    for i, figure in enumerate(uj):
+        if not figure and not windows[i].HasField("uj"):   # an unset figure reads 0: ask only then
+            uj[i] = None
+    flat = list(chain.from_iterable(shares))
+    occupant, share_uj, share_grades = map(list, zip(*map(_SHARE_FIELDS, flat))) if flat else ([], [], [])
+    return Windows(device, seq, start_ns, end_ns, uj, list(map(_GRADE_NAMES.get, grades)), list(map(len, shares)),
+                   occupant, share_uj, list(map(_GRADE_NAMES.get, share_grades)))
 
 
 # -- operations ---------------------------------------------------------------

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +23,7 @@ from scheduler.kernel import checkpoint
 from scheduler.ledger.dcbor import DcborError
 from scheduler.ledger.receipts import Entry
 from scheduler.ledger.writer import GroupCommitWriter
-from scheduler.service.observed import WINDOWS, DeviceWindow, Observed, windows_body, windows_from_body
+from scheduler.service.observed import WINDOWS, Observed, Windows, windows_body, windows_from_body
 
 log = logging.getLogger("pool.scheduler")
 
@@ -62,6 +62,7 @@ class Engine:
         # increasing across restarts because replay rebuilds it
         self.occupancy_seq: dict[str, int] = {}
         self._listeners: list[Callable[[Change], None]] = []
+        self._last: asyncio.Future | None = None   # the receipt queued last
         # metrics hooks: each event as it is applied, each refused request by its code
         self.on_event: Callable[[ClusterState, Event], None] = lambda before, event: None
         self.on_refused: Callable[[str], None] = lambda code: None
@@ -115,6 +116,12 @@ class Engine:
         self._listeners.append(listener)
 
     async def commit(self, records: Iterable[Record], now_ns: int) -> Change:
+        return await self.queue(records, now_ns)
+
+    def queue(self, records: Iterable[Record], now_ns: int) -> Coroutine[Any, Any, Change]:
+        """Apply the records and queue them to the ledger, now, in this order;
+        what is returned, awaited, waits until they are durable and then tells
+        the listeners."""
         if self.failed is not None:
             raise LedgerFailed(str(self.failed))
         assert self.writer is not None
@@ -136,16 +143,31 @@ class Engine:
         checkpoint_due = self._checkpoint(len(futures))
         if checkpoint_due is not None:
             futures.append(checkpoint_due)
+        if futures:
+            self._last = futures[-1]
+        return self._durable(futures, Change(frozenset(claims), frozenset(workers), now_ns))
+
+    async def _durable(self, futures: list[asyncio.Future], change: Change) -> Change:
         try:
-            await asyncio.gather(*futures)
+            # shielded: a caller that goes away must not cancel the ledger's futures, others wait on them
+            await asyncio.shield(asyncio.gather(*futures))
         except Exception as exc:
             self.failed = exc
             log.critical("ledger append failed; memory is ahead of the ledger, stopping: %s", exc)
             raise LedgerFailed(str(exc)) from exc
-        change = Change(frozenset(claims), frozenset(workers), now_ns)
         for listener in self._listeners:
             listener(change)
         return change
+
+    async def durable_acked(self, worker: str) -> int:
+        """The highest window seq counted for a host, once it is durable: an
+        agent drops its buffered windows up to what it is told."""
+        acked, last = self.state.acked.get(worker, 0), self._last
+        if last is not None:
+            await asyncio.wait([last])   # the ledger writes in queue order: all before it are durable too
+            if last.exception() is not None:
+                raise LedgerFailed(str(last.exception()))
+        return acked
 
     def _checkpoint(self, appended: int) -> asyncio.Future | None:
         """Every `checkpoint_every` receipts, queue a checkpoint right behind the
@@ -172,8 +194,10 @@ class Engine:
         self.pending_reason = dict(decision.reasons)
         return await self.commit([(e.kind, e.to_body(), e) for e in (*first, *decision.events)], now_ns)
 
-    async def record_windows(self, worker: str, windows: list[DeviceWindow], now_ns: int) -> Change:
-        return await self.commit([(WINDOWS, windows_body(worker, windows), tuple(windows))], now_ns)
+    def record_windows(self, worker: str, windows: Windows, now_ns: int) -> asyncio.Future[Change]:
+        """Fold and queue a batch now; the future resolves once it is durable
+        (so a stream can check the next batch meanwhile)."""
+        return asyncio.ensure_future(self.queue([(WINDOWS, windows_body(worker, windows), windows)], now_ns))
 
 
 def _touched(before: ClusterState, event: Event | None, claims: set[str], workers: set[str]) -> None:

@@ -4,15 +4,29 @@ A batch of windows from one host is recorded in the ledger as a `windows`
 receipt (the evidence), and folded here into three things: the kernel's
 `Metered` event (per-claim µJ, worst grade), the split rows `poolctl splits`
 shows, and per-claim observations for idle verdicts. The rows and
-observations are bounded projections: the ledger keeps everything.
+observations are bounded projections, kept as plain tuples: the ledger keeps
+everything.
+
+The `windows` body is column by column, so that building, normalizing and
+encoding a batch costs a few list operations rather than a map per window:
+
+    {"worker": host,
+     "device": [str], "seq": [int], "start_ns": [int], "end_ns": [int],
+     "uj": [int | null], "grade": [grade name], "shares": [int],
+     "occupant": [str], "share_uj": [int], "share_grade": [grade name]}
+
+The first seven lists have one entry per window, in increasing seq; "shares"
+is how many shares each window has, and those shares follow one another, in
+window order, in the three share lists.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import defaultdict, deque
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from itertools import chain, repeat
+from typing import Any, NamedTuple
 
 from protos.energy import Grade, worst
 from scheduler.kernel import ClaimState, ClusterState, MeterDelta, Metered, Observation
@@ -20,28 +34,39 @@ from scheduler.kernel import ClaimState, ClusterState, MeterDelta, Metered, Obse
 WINDOWS = "windows"          # the receipt kind
 CPU_PREFIX = "cpu:"          # CPU package devices are "cpu:<index>"
 OBSERVATIONS_PER_CLAIM = 512  # windows kept per claim for idle verdicts
+GRADES = Grade.__members__   # grade name -> Grade
+_PER_WINDOW = 7              # Windows' first columns have an entry per window, the rest one per share
 
 
-@dataclass(frozen=True, slots=True)
-class WindowShare:
-    occupant: str
-    uj: int
-    grade: Grade
+class Windows(NamedTuple):
+    """One host's batch, as the body's columns (grades by name)."""
+
+    device: list[str]
+    seq: list[int]
+    start_ns: list[int]
+    end_ns: list[int]
+    uj: list[int | None]
+    grade: list[str]
+    shares: list[int]
+    occupant: list[str]
+    share_uj: list[int]
+    share_grade: list[str]
+
+    def window_of_shares(self) -> list[int]:
+        """The index of each share's window."""
+        return list(chain.from_iterable(map(repeat, range(len(self.shares)), self.shares)))
+
+    def since(self, seq: int) -> Windows:
+        """The windows above `seq` (seqs increase within a batch)."""
+        first = bisect_right(self.seq, seq)
+        if not first:
+            return self
+        skipped = sum(self.shares[:first])
+        return Windows(*(column[first:] for column in self[:_PER_WINDOW]),
+                       *(column[skipped:] for column in self[_PER_WINDOW:]))
 
 
-@dataclass(frozen=True, slots=True)
-class DeviceWindow:
-    device_id: str
-    seq: int
-    start_ns: int
-    end_ns: int
-    uj: int | None
-    grade: Grade
-    shares: tuple[WindowShare, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class SplitRow:
+class SplitRow(NamedTuple):
     tenant: str       # "" for the unallocated remainder or a claim no longer known
     claim_id: str
     worker: str
@@ -52,18 +77,12 @@ class SplitRow:
     grade: Grade
 
 
-def windows_body(worker: str, windows: Iterable[DeviceWindow]) -> dict[str, Any]:
-    return {"worker": worker, "windows": [
-        {"device": w.device_id, "seq": w.seq, "start_ns": w.start_ns, "end_ns": w.end_ns, "uj": w.uj,
-         "grade": w.grade.name, "shares": [[s.occupant, s.uj, s.grade.name] for s in w.shares]}
-        for w in windows]}
+def windows_body(worker: str, windows: Windows) -> dict[str, Any]:
+    return {"worker": worker, **windows._asdict()}
 
 
-def windows_from_body(body: Mapping[str, Any]) -> tuple[str, tuple[DeviceWindow, ...]]:
-    return body["worker"], tuple(
-        DeviceWindow(w["device"], w["seq"], w["start_ns"], w["end_ns"], w["uj"], Grade[w["grade"]],
-                     tuple(WindowShare(o, uj, Grade[g]) for o, uj, g in w["shares"]))
-        for w in body["windows"])
+def windows_from_body(body: Mapping[str, Any]) -> tuple[str, Windows]:
+    return body["worker"], Windows(*(body[name] for name in Windows._fields))
 
 
 def occupants(state: ClusterState, worker: str) -> dict[str, list[str]]:
@@ -82,39 +101,39 @@ def occupants(state: ClusterState, worker: str) -> dict[str, list[str]]:
 
 class Observed:
     def __init__(self, retention: int) -> None:
-        self.rows: deque[SplitRow] = deque(maxlen=retention)
-        self._by_claim: dict[str, deque[tuple[str, Observation]]] = defaultdict(
-            lambda: deque(maxlen=OBSERVATIONS_PER_CLAIM))
+        # split rows as plain tuples in SplitRow's order, grades by name
+        self.rows: deque[tuple] = deque(maxlen=retention)
+        # per claim: (device, start_ns, end_ns, uj, grade name) of its recent windows
+        self._by_claim: dict[str, deque[tuple]] = defaultdict(lambda: deque(maxlen=OBSERVATIONS_PER_CLAIM))
 
-    def fold(self, state: ClusterState, worker: str, windows: tuple[DeviceWindow, ...]) -> Metered | None:
+    def fold(self, state: ClusterState, worker: str, windows: Windows) -> Metered | None:
         """Record a batch; the Metered event it means for the kernel (None when
         every window was already counted)."""
-        fresh = [w for w in windows if w.seq > state.acked.get(worker, 0)]
-        deltas: dict[str, tuple[int, list[Grade]]] = {}
-        on_device = occupants(state, worker) if fresh else {}
-        for w in fresh:
-            device = CPU_PREFIX if w.device_id.startswith(CPU_PREFIX) else w.device_id
-            self._observe(on_device.get(device, ()), w)
-            for share in w.shares:
-                claim = state.claims.get(share.occupant)
-                self.rows.append(SplitRow(claim.tenant if claim else "", share.occupant, worker, w.device_id,
-                                          w.start_ns, w.end_ns, share.uj, share.grade))
-                if claim is not None and claim.state is ClaimState.ADMITTED:
-                    uj, grades = deltas.setdefault(share.occupant, (0, []))
-                    grades.append(share.grade)
-                    deltas[share.occupant] = (uj + share.uj, grades)
-        if not fresh:
+        fresh = windows.since(state.acked.get(worker, 0))
+        if not fresh.seq:
             return None
-        return Metered(worker, max(w.seq for w in fresh),
-                       tuple(MeterDelta(c, uj, worst(g)) for c, (uj, g) in sorted(deltas.items())))
+        claims = {o: state.claims.get(o) for o in set(fresh.occupant)}
+        owner = fresh.window_of_shares()
+        tenant = {o: c.tenant if c else "" for o, c in claims.items()}
+        self.rows.extend(zip(map(tenant.__getitem__, fresh.occupant), fresh.occupant, repeat(worker),
+                             map(fresh.device.__getitem__, owner), map(fresh.start_ns.__getitem__, owner),
+                             map(fresh.end_ns.__getitem__, owner), fresh.share_uj, fresh.share_grade))
+        self._observe(occupants(state, worker), fresh, owner)
+        admitted = {o for o, c in claims.items() if c is not None and c.state is ClaimState.ADMITTED}
+        return Metered(worker, fresh.seq[-1], _deltas(admitted, fresh))
 
-    def _observe(self, claim_ids: Iterable[str], w: DeviceWindow) -> None:
-        shares = {s.occupant: s for s in w.shares}
-        for claim_id in claim_ids:
-            share = shares.get(claim_id)
-            uj = share.uj if share is not None and w.uj is not None else None
-            grade = share.grade if share is not None else w.grade
-            self._by_claim[claim_id].append((w.device_id, Observation(w.start_ns, w.end_ns, uj, grade)))
+    def _observe(self, on_device: Mapping[str, list[str]], w: Windows, owner: list[int]) -> None:
+        """Each claim on a window's device sees the window: its own share's µJ
+        and grade (none if the window has no figure), else the window's grade."""
+        if not on_device:
+            return
+        mine = {(i, o): (uj, g) for i, o, uj, g in zip(owner, w.occupant, w.share_uj, w.share_grade)}
+        for i, device in enumerate(w.device):
+            claim_ids = on_device.get(CPU_PREFIX if device.startswith(CPU_PREFIX) else device, ())
+            for claim_id in claim_ids:
+                uj, grade = mine.get((i, claim_id), (None, w.grade[i]))
+                self._by_claim[claim_id].append((device, w.start_ns[i], w.end_ns[i],
+                                                 uj if w.uj[i] is not None else None, grade))
 
     def forget(self, claim_id: str) -> None:
         self._by_claim.pop(claim_id, None)
@@ -128,16 +147,29 @@ class Observed:
         if claim is None or not history:
             return None
         gpus = {d.device_id for d in claim.devices}
-        relevant = [o for device, o in history if (device in gpus if gpus else device.startswith(CPU_PREFIX))]
+        relevant = [o for o in history if (o[0] in gpus if gpus else o[0].startswith(CPU_PREFIX))]
         if not relevant:
             return None
-        end = max(o.end_ns for o in relevant)
-        span = [o for o in relevant if o.end_ns > end - window_ns] if window_ns else relevant
-        start = min(o.start_ns for o in span)
-        total = None if any(o.uj is None for o in span) else sum(o.uj for o in span)
-        return Observation(start, end, total, worst(o.grade for o in span))
+        end = max(o[2] for o in relevant)
+        span = [o for o in relevant if o[2] > end - window_ns] if window_ns else relevant
+        start = min(o[1] for o in span)
+        total = None if any(o[3] is None for o in span) else sum(o[3] for o in span)
+        return Observation(start, end, total, worst(GRADES[o[4]] for o in span))
 
     def splits(self, tenants: set[str] | None, since_ns: int, device_id: str) -> list[SplitRow]:
-        return [r for r in self.rows
-                if r.end_ns > since_ns and (not device_id or r.device_id == device_id)
-                and (tenants is None or r.tenant in tenants)]
+        return [SplitRow(*r[:7], GRADES[r[7]]) for r in self.rows
+                if r[5] > since_ns and (not device_id or r[3] == device_id)
+                and (tenants is None or r[0] in tenants)]
+
+
+def _deltas(admitted: set[str], w: Windows) -> tuple[MeterDelta, ...]:
+    """Per admitted claim among the occupants: the sum of its shares, graded by the worst."""
+    if not admitted:
+        return ()
+    deltas: dict[str, tuple[int, list[str]]] = {}
+    for occupant, uj, grade in zip(w.occupant, w.share_uj, w.share_grade):
+        if occupant in admitted:
+            total, grades = deltas.setdefault(occupant, (0, []))
+            grades.append(GRADES[grade])
+            deltas[occupant] = (total + uj, grades)
+    return tuple(MeterDelta(c, uj, worst(g)) for c, (uj, g) in sorted(deltas.items()))

@@ -15,7 +15,7 @@ from protos.pool.v1 import claims_pb2, types_pb2
 from scheduler.ledger.receipts import CHECKPOINT
 from scheduler.ledger.sqlite import SqliteStore
 from scheduler.ledger.verify import verify
-from scheduler.service.observed import WINDOWS
+from scheduler.service.observed import WINDOWS, windows_from_body
 
 from .conftest import BIN, J, wait_for
 
@@ -97,7 +97,10 @@ def checkpoint_count(path) -> int:
 
 
 def window_receipts(path) -> list[dict]:
-    return [w for e in entries(path) if e.kind == WINDOWS for w in e.body["windows"]]
+    """Every window in the ledger, as a map of its per-window columns."""
+    batches = [windows_from_body(e.body)[1] for e in entries(path) if e.kind == WINDOWS]
+    return [dict(zip(("seq", "start_ns", "end_ns", "uj"), w)) for b in batches
+            for w in zip(b.seq, b.start_ns, b.end_ns, b.uj)]
 
 
 def reference_window_count() -> int:
