@@ -82,25 +82,29 @@ def capacity(worker: Worker) -> types_pb2.Capacity:
     return types_pb2.Capacity(resources=resources(worker.capacity), max_concurrency=worker.max_concurrency)
 
 
-_WINDOW_FIELDS = attrgetter("device_id", "seq", "start_ns", "end_ns", "uj", "grade", "shares")
-_SHARE_FIELDS = attrgetter("occupant", "uj", "grade")
 _GRADE_NAMES = {int(g): g.name for g in Grade}   # a wire value outside these becomes None
 
 
 def windows_from(batch: agent_pb2.WindowBatch) -> Windows:
-    """A batch straight into the body's columns, field by field at C speed
+    """A batch straight into the body's columns, a field at a time at C speed
     (no object per window). Unchecked: see agents._check_windows."""
-    if not batch.windows:
-        return Windows(*([] for _ in Windows._fields))
     windows = list(batch.windows)   # one wrapper per message: each pass over the field would make new ones
-    device, seq, start_ns, end_ns, uj, grades, shares = map(list, zip(*map(_WINDOW_FIELDS, windows)))
-    for i, figure in enumerate(uj):
-        if not figure and not windows[i].HasField("uj"):   # an unset figure reads 0: ask only then
-            uj[i] = None
+    shares = _column(windows, "shares")
     flat = list(chain.from_iterable(shares))
-    occupant, share_uj, share_grades = map(list, zip(*map(_SHARE_FIELDS, flat))) if flat else ([], [], [])
-    return Windows(device, seq, start_ns, end_ns, uj, list(map(_GRADE_NAMES.get, grades)), list(map(len, shares)),
-                   occupant, share_uj, list(map(_GRADE_NAMES.get, share_grades)))
+    uj = _column(windows, "uj")
+    if 0 in uj:   # an unset figure reads 0: ask only then
+        uj = [u if u or w.HasField("uj") else None for u, w in zip(uj, windows)]
+    return Windows(_column(windows, "device_id"), _column(windows, "seq"), _column(windows, "start_ns"),
+                   _column(windows, "end_ns"), uj, _grades(windows), list(map(len, shares)),
+                   _column(flat, "occupant"), _column(flat, "uj"), _grades(flat))
+
+
+def _column(messages: list, field: str) -> list:
+    return list(map(attrgetter(field), messages))
+
+
+def _grades(messages: list) -> list[str | None]:
+    return list(map(_GRADE_NAMES.get, _column(messages, "grade")))
 
 
 # -- operations ---------------------------------------------------------------

@@ -1,0 +1,83 @@
+"""The `windows` body's columns, in process: what the agents send becomes the
+columns exactly, a bad window refuses its batch by name, and the body read
+back from the ledger folds to the same state as the live batch."""
+
+from __future__ import annotations
+
+import pytest
+
+from protos.pool.v1 import agent_pb2, types_pb2
+from scheduler.kernel import ClusterState
+from scheduler.ledger import dcbor
+from scheduler.service.agents import _check_windows
+from scheduler.service.convert import windows_from
+from scheduler.service.errors import Refused
+from scheduler.service.observed import Observed, Windows, windows_body, windows_from_body
+
+HW, MODEL = types_pb2.GRADE_HW_SHUNT, types_pb2.GRADE_MODEL_BASED
+METERS = [types_pb2.DeviceMeter(device_id="GPU-0", kind=types_pb2.GPU)]
+
+
+def window(seq: int, uj: int | None = 10, shares: tuple = (("unallocated", 10, HW),), **fields) -> agent_pb2.Window:
+    w = agent_pb2.Window(device_id="GPU-0", seq=seq, start_ns=seq * 100, end_ns=seq * 100 + 100, grade=HW,
+                         shares=[types_pb2.Share(occupant=o, uj=u, grade=g) for o, u, g in shares])
+    if uj is not None:
+        w.uj = uj
+    for name, value in fields.items():
+        setattr(w, name, value)
+    return w
+
+
+def batch(*windows: agent_pb2.Window) -> Windows:
+    return windows_from(agent_pb2.WindowBatch(windows=windows))
+
+
+def test_protobuf_windows_become_the_columns():
+    w = batch(window(1, shares=(("a", 4, HW), ("unallocated", 6, MODEL))), window(2, uj=None, shares=()),
+              window(3, uj=0, shares=(("a", 0, HW),), device_id="cpu:0"))
+    assert w == Windows(["GPU-0", "GPU-0", "cpu:0"], [1, 2, 3], [100, 200, 300], [200, 300, 400], [10, None, 0],
+                        ["HwShunt"] * 3, [2, 0, 1], ["a", "unallocated", "a"], [4, 6, 0],
+                        ["HwShunt", "ModelBased", "HwShunt"])
+    assert batch() == Windows(*([] for _ in Windows._fields))
+
+
+def test_the_body_round_trips_through_the_ledger_encoding():
+    w = batch(window(1, shares=(("a", 4, HW), ("unallocated", 6, MODEL))), window(2, uj=None, shares=()))
+    body = dcbor.decode(dcbor.encode(windows_body("h1", w)))
+    assert windows_from_body(body) == ("h1", w)
+
+
+def test_since_keeps_the_windows_above_a_seq_with_their_shares():
+    w = batch(window(1, shares=(("a", 4, HW), ("b", 6, HW))), window(2, uj=None, shares=()), window(3))
+    assert w.since(0) is w
+    assert w.since(1) == batch(window(2, uj=None, shares=()), window(3))
+    assert w.since(3).seq == [] and w.since(3).occupant == []
+
+
+@pytest.mark.parametrize("bad, problem", [
+    (window(2, device_id="GPU-9"), "device 'GPU-9' was not registered"),
+    (window(1), "seq must be ≥ 1 and above the seq before it"),
+    (window(2, end_ns=200), "end_ns must be after start_ns"),
+    (window(2, grade=types_pb2.GRADE_UNSPECIFIED), "the window and each of its shares need a grade"),
+    (window(2, shares=(("a", 10, 0),)), "the window and each of its shares need a grade"),
+    (window(2, uj=None), "a window with no figure has no shares"),
+    (window(2, shares=(("a", 4, HW), ("b", 5, HW))), "shares sum to 9, not 10"),
+])
+def test_a_bad_window_refuses_the_batch_by_its_seq(bad, problem):
+    with pytest.raises(Refused) as refused:
+        _check_windows("h1", batch(window(1), bad, window(3, device_id="GPU-8")), METERS)
+    assert str(refused.value) == f"INVALID_WINDOW: window seq {bad.seq} from 'h1': {problem}"
+
+
+def test_good_windows_pass():
+    _check_windows("h1", batch(window(1), window(2, uj=None, shares=()), window(3, device_id="cpu:0")), METERS)
+
+
+def test_the_body_folds_like_the_live_batch():
+    w = batch(window(1, shares=(("a", 4, HW), ("unallocated", 6, MODEL))), window(2, uj=None, shares=()))
+    live, replayed = Observed(10), Observed(10)
+    event = live.fold(ClusterState(), "h1", w)
+    assert event == replayed.fold(ClusterState(), *windows_from_body(dcbor.decode(dcbor.encode(windows_body("h1", w)))))
+    assert event.window_seq == 2 and list(live.rows) == list(replayed.rows)
+    assert [(r.tenant, r.claim_id, r.device_id, r.uj, r.grade.name) for r in live.splits(None, 0, "")] == [
+        ("", "a", "GPU-0", 4, "HwShunt"), ("", "unallocated", "GPU-0", 6, "ModelBased")]
