@@ -236,8 +236,9 @@ def evaluate(state: ClusterState, claim: Claim, now_ns: int = 0, *, gang_ok: boo
     if fast:
         victims = Victims((), state)
     elif not borrowing:
+        blocking = _own_fits(claim, hold_uj)
         victims = choose(state, lambda: reclaim_candidates(state, claim) if may_preempt else [],
-                         _own_fits(claim, hold_uj), _preempter(claim, now_ns))
+                         blocking, _preempter(claim, now_ns), blocking(state))
         if victims is None:
             checks[-1:] = [EntitlementCheck(CheckStep.ENERGY_OWN_PASS_CHECK, False, True, own_e.node, own_e.guarantee,
                                           own_e.usage, hold_uj, 0, None, grade,
@@ -257,8 +258,11 @@ def evaluate(state: ClusterState, claim: Claim, now_ns: int = 0, *, gang_ok: boo
                                  "borrowed from surplus" if surplus.ok else f"beyond what {surplus.node!r} may borrow"))
             failure = Reason.REASON_UNSPECIFIED if surplus.ok else Reason.ENERGY_SURPLUS
         if failure is not Reason.REASON_UNSPECIFIED:
+            # what blocks here is the first failing own pass, as _own_fits would find it
+            own = own_e if not own_e.ok else own_d
+            blocked = Blocker("own_pass", UJ if own is own_e else MDEV, own.node, own.usage)
             victims = choose(state, lambda: priority_candidates(state, claim) if may_preempt else [],
-                             _own_fits(claim, hold_uj), _preempter(claim, now_ns))
+                             _own_fits(claim, hold_uj), _preempter(claim, now_ns), blocked)
             if victims is None:
                 return Evaluation(failure, _skipped(checks), hold_uj, grade)
             borrowing = False

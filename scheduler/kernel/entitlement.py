@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .tree import TenantTree, _locked
+from .tree import TenantTree, _held
 
 UJ, MDEV = "uj", "mdev"
 
@@ -71,7 +71,7 @@ def own_pass(tree: TenantTree, usage, tenant: str, dim: str, amount: int, known_
 
 
 def _locked_at(tree: TenantTree, values, at: int) -> int:
-    return _locked(tree.nodes[tree.order[at]], values[at][1])
+    return _held(tree.guarantees[0][at], tree.lend_limits[at], values[at][1])
 
 
 def _pool_and_share(tree: TenantTree, values, parent: int, child: int, dim: str, amount: int, pool: int) -> int:

@@ -22,6 +22,22 @@ def _ceiling(block: tuple) -> tuple[int, int, int]:
     return max(block, key=_CPU)[1], max(block, key=_MEMORY)[2], max(block, key=_DISK)[3]
 
 
+def _kept_ceiling(old: tuple[int, int, int], block: tuple, removed, added) -> tuple[int, int, int]:
+    """A block's ceiling after `removed` left it and `added` joined it, per
+    field: only a field whose maximum left, with nothing as large joining,
+    is recomputed (a worker's disk, untouched by most claims, ties at the
+    maximum all the time)."""
+    out = []
+    for f, top in enumerate(old, 1):
+        if added is not None and added[f] >= top:
+            out.append(added[f])
+        elif removed is None or removed[f] < top:
+            out.append(top)
+        else:
+            out.append(max(map(itemgetter(f), block)))
+    return out[0], out[1], out[2]
+
+
 class FreeIndex(SortedSeq):
     __slots__ = ("_ceilings",)
 
@@ -31,14 +47,10 @@ class FreeIndex(SortedSeq):
 
     def _splice(self, i: int, new: tuple, length: int, removed, added) -> FreeIndex:
         out = super()._splice(i, new, length, removed, added)
-        old = self._ceilings[i]
-        if len(new) != 1 or removed is not None and (
-                removed[1] >= old[0] or removed[2] >= old[1] or removed[3] >= old[2]):
-            ceilings = tuple(_ceiling(block) for block in new)  # split, emptied, or a maximum left
-        elif added is not None:
-            ceilings = (max(old[0], added[1]), max(old[1], added[2]), max(old[2], added[3])),
+        if len(new) == 1:
+            ceilings = _kept_ceiling(self._ceilings[i], new[0], removed, added),
         else:
-            ceilings = old,  # the removed entry held none of the maxima
+            ceilings = tuple(_ceiling(block) for block in new)  # split or emptied
         out._ceilings = (*self._ceilings[:i], *ceilings, *self._ceilings[i + 1:])
         return out
 

@@ -53,8 +53,10 @@ def open_claims(state: ClusterState) -> list[Claim]:
 
 
 def reclaim_candidates(state: ClusterState, claim: Claim) -> list[Claim]:
-    return ordered(c for c in open_claims(state) if c.borrowed
-                   and (c.tenant != claim.tenant or c.spec.priority < claim.spec.priority))
+    """Borrowed claims of other tenants or of lower priority: read from the
+    `borrowed` index, so the cost follows what was lent, not every open claim."""
+    borrowed = (state.claims[c] for c in state.borrowed)
+    return ordered(c for c in borrowed if c.tenant != claim.tenant or c.spec.priority < claim.spec.priority)
 
 
 def priority_candidates(state: ClusterState, claim: Claim) -> list[Claim]:
@@ -89,13 +91,13 @@ def _frees(before: Blocker, after: Blocker | None) -> bool:
 
 def choose(state: ClusterState, candidates: Callable[[], list[Claim]],
            blocking: Callable[[ClusterState], Blocker | None],
-           remove: Callable[[ClusterState, Claim], ClusterState]) -> Victims | None:
+           remove: Callable[[ClusterState, Claim], ClusterState], blocked: Blocker | None) -> Victims | None:
     """Walk the candidates in order, taking each one under the node that
     still blocks whose removal frees some of what blocks, until nothing
-    blocks; None (take nobody) if they cannot suffice. Candidates are only
-    listed when something blocks."""
+    blocks; None (take nobody) if they cannot suffice. `blocked` is what
+    blocks in `state` (the caller often knows it already); candidates are
+    only listed when something blocks."""
     taken: list[Claim] = []
-    blocked = blocking(state)
     for candidate in candidates() if blocked is not None else ():
         if blocked is None:
             break

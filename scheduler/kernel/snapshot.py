@@ -217,7 +217,7 @@ class ClassStats:
 
 class ClusterState(NamedTuple):
     """The whole snapshot. Derived fields (usage, loads, free_index, gangs,
-    open_by_tenant, worker_ids) are maintained by `apply` and equal `rebuild`'s result."""
+    open_by_tenant, borrowed, worker_ids) are maintained by `apply` and equal `rebuild`'s result."""
 
     tree: object | None = None  # TenantTree; typed loosely to keep imports one-way
     period_ns: int = 0          # 0: the period is "none" (lifetime)
@@ -240,6 +240,7 @@ class ClusterState(NamedTuple):
     free_index: FreeIndex = FreeIndex()  # live workers, see placement.free_key
     gangs: PMap = PMap()         # gang id -> sorted pending member ids
     open_by_tenant: PMap = PMap()  # tenant -> PMap admitted claim id -> its priority
+    borrowed: PMap = PMap()      # admitted claim id -> True where it borrowed: reclaim's candidates
     worker_ids: tuple[str, ...] = ()  # sorted: explain lists every worker in id order without sorting
 
     def claim(self, claim_id: str) -> Claim | None:

@@ -123,6 +123,7 @@ def _admitted(state: ClusterState, e: ClaimAdmitted) -> ClusterState:
     return state._replace(claims=state.claims.set(claim.claim_id, admitted),
                    usage=bump(state.tree, state.usage, claim.tenant, admitted.usage_uj, claim.spec.resources.gpu_mdev),
                    open_by_tenant=_open_set(state, claim, True),
+                   borrowed=state.borrowed.set(claim.claim_id, True) if e.borrowed else state.borrowed,
                    next_admit_seq=max(state.next_admit_seq, e.admitted_seq + 1),
                    **_without_pending(state, claim), **_load_changed(state, e.worker, load))
 
@@ -183,6 +184,7 @@ def _settled(state: ClusterState, e: Settled) -> ClusterState:
     usage = bump(state.tree, state.usage, claim.tenant, e.actual_uj - claim.usage_uj, -claim.spec.resources.gpu_mdev)
     return state._replace(claims=state.claims.set(claim.claim_id, settled), usage=usage,
                    open_by_tenant=_open_set(state, claim, False),
+                   borrowed=state.borrowed.delete(claim.claim_id) if claim.borrowed else state.borrowed,
                    settled=state.settled.set(claim.claim_id, True), class_stats=_observe(state, claim, e),
                    **_load_changed(state, claim.worker, load))
 
@@ -211,6 +213,7 @@ def rebuild(state: ClusterState) -> ClusterState:
     direct: dict[str, tuple[int, int]] = {}
     loads = {w: WorkerLoad(device_used=(0,) * len(worker.devices)) for w, worker in state.workers.items()}
     open_by_tenant: dict[str, dict] = {}
+    borrowed: dict[str, bool] = {}
     pending, gangs = [], {}
     for claim in state.claims.values():
         uj = mdev = 0
@@ -219,6 +222,8 @@ def rebuild(state: ClusterState) -> ClusterState:
             loads[claim.worker] = adjust(state.workers[claim.worker], loads[claim.worker], claim.claim_id,
                                          claim.spec, claim.devices, 1)
             open_by_tenant.setdefault(claim.tenant, {})[claim.claim_id] = claim.spec.priority
+            if claim.borrowed:
+                borrowed[claim.claim_id] = True
         elif claim.claim_id in state.settled:
             uj = claim.settled_uj
         elif claim.state is ClaimState.PENDING:
@@ -233,4 +238,4 @@ def rebuild(state: ClusterState) -> ClusterState:
     return state._replace(usage=usage, loads=PMap(loads), free_index=index,
                    gangs=PMap({g: tuple(sorted(m)) for g, m in gangs.items()}),
                    open_by_tenant=PMap({t: PMap(ids) for t, ids in open_by_tenant.items()}),
-                   pending=SortedSeq(pending), worker_ids=tuple(sorted(state.workers)))
+                   pending=SortedSeq(pending), borrowed=PMap(borrowed), worker_ids=tuple(sorted(state.workers)))

@@ -36,6 +36,7 @@ class TenantTree:
     guarantees: tuple[tuple[int, ...], tuple[int, ...]]  # (µJ, mdev), per position
     weights: tuple[int, ...]
     borrow_limits: tuple[int | None, ...]
+    lend_limits: tuple[int | None, ...]
 
     def path(self, name: str) -> tuple[str, ...]:
         return self.paths[name]
@@ -95,14 +96,17 @@ def load_tree(tenants: Iterable[Tenant]) -> TenantTree:
                       MappingProxyType({n: tuple(index[p] for p in path) for n, path in paths.items()}),
                       tuple(tuple(index[c] for c in children[n]) for n in order),
                       (tuple(t.guarantee_uj for t in tenants_in_order), tuple(t.guarantee_mdev for t in tenants_in_order)),
-                      tuple(t.weight for t in tenants_in_order), tuple(t.borrow_limit_uj for t in tenants_in_order))
+                      tuple(t.weight for t in tenants_in_order), tuple(t.borrow_limit_uj for t in tenants_in_order),
+                      tuple(t.lend_limit_uj for t in tenants_in_order))
 
 
 def _locked(t: Tenant, total_uj: int) -> int:
     """Guarantee a node neither uses nor may lend (its lend limit)."""
-    if t.lend_limit_uj is None:
-        return 0
-    return max(0, t.guarantee_uj - t.lend_limit_uj - total_uj)
+    return _held(t.guarantee_uj, t.lend_limit_uj, total_uj)
+
+
+def _held(guarantee_uj: int, lend_limit_uj: int | None, total_uj: int) -> int:
+    return 0 if lend_limit_uj is None else max(0, guarantee_uj - lend_limit_uj - total_uj)
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,20 +144,21 @@ def rollup(tree: TenantTree, direct: Mapping[str, tuple[int, int]]) -> Rollup:
 
 
 def bump(tree: TenantTree, usage: Rollup, tenant: str, d_uj: int, d_mdev: int) -> Rollup:
-    """Add (d_uj, d_mdev) to `tenant`'s direct usage, fixing its ancestors."""
+    """Add (d_uj, d_mdev) to `tenant`'s direct usage, fixing its ancestors
+    (by position: this runs on every admission and settlement)."""
     if not d_uj and not d_mdev:
         return usage
     values = list(usage.values)
-    in_uj, in_mdev, d_locked = d_uj, d_mdev, 0
-    for i, name in enumerate(tree.path(tenant)):
-        t, at = tree.nodes[name], tree.index[name]
+    (g_uj, g_mdev), lend = tree.guarantees, tree.lend_limits
+    in_uj, in_mdev, d_locked, direct_uj, direct_mdev = d_uj, d_mdev, 0, d_uj, d_mdev
+    for at in tree.at_path[tenant]:
         old = values[at]
         new = values[at] = NodeUsage(
-            old.direct_uj + (d_uj if i == 0 else 0), old.total_uj + d_uj,
-            old.inner_uj + in_uj, old.locked_uj + d_locked,
-            old.direct_mdev + (d_mdev if i == 0 else 0), old.total_mdev + d_mdev,
-            old.inner_mdev + in_mdev)
-        in_uj = min(t.guarantee_uj, new.inner_uj) - min(t.guarantee_uj, old.inner_uj)
-        in_mdev = min(t.guarantee_mdev, new.inner_mdev) - min(t.guarantee_mdev, old.inner_mdev)
-        d_locked = _locked(t, new.total_uj) - _locked(t, old.total_uj)
+            old.direct_uj + direct_uj, old.total_uj + d_uj, old.inner_uj + in_uj, old.locked_uj + d_locked,
+            old.direct_mdev + direct_mdev, old.total_mdev + d_mdev, old.inner_mdev + in_mdev)
+        direct_uj = direct_mdev = 0  # only the tenant's own direct usage changes
+        g = g_uj[at]
+        in_uj = min(g, new.inner_uj) - min(g, old.inner_uj)
+        in_mdev = min(g_mdev[at], new.inner_mdev) - min(g_mdev[at], old.inner_mdev)
+        d_locked = _held(g, lend[at], new.total_uj) - _held(g, lend[at], old.total_uj)
     return Rollup(usage.index, tuple(values))
