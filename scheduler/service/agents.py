@@ -29,7 +29,7 @@ from scheduler.service.observed import CPU_PREFIX, Windows
 
 log = logging.getLogger("pool.scheduler.agents")
 _CLOSED = object()
-IN_FLIGHT = 4   # batches a stream may have counted but not yet durable
+IN_FLIGHT = 4   # counted batches a stream may have waiting for durability before it reads on
 
 
 class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
@@ -90,9 +90,10 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
 
     async def _read(self, host: str, request_iterator: AsyncIterator, outbox: asyncio.Queue) -> None:
         """Check, count and queue each batch as it arrives: while the ledger
-        writes one, the next is already checked and folded. Up to IN_FLIGHT
-        batches a stream wait for durability; `_acknowledge` answers them (and
-        a refusal) in arrival order."""
+        writes one, the next is already checked and folded. With IN_FLIGHT
+        batches waiting for durability the stream reads no further (flow
+        control holds the agent back); `_acknowledge` answers them, and a
+        refusal, in arrival order."""
         pending: asyncio.Queue = asyncio.Queue(IN_FLIGHT)
         acknowledging = asyncio.create_task(self._acknowledge(pending, outbox))
         try:
