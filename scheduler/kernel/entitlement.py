@@ -52,7 +52,7 @@ def within_guarantees(tree: TenantTree, usage, tenant: str, uj: int, mdev: int) 
     values, (g_uj, g_mdev) = usage.values, tree.guarantees
     for at in tree.at_path[tenant]:
         u = values[at]
-        if u[1] + uj > g_uj[at] or u[5] + mdev > g_mdev[at]:
+        if u.total_uj + uj > g_uj[at] or u.total_mdev + mdev > g_mdev[at]:
             return False
     return True
 
