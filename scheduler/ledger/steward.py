@@ -16,7 +16,7 @@ from scheduler.ledger.fold import Fold, Folder
 from scheduler.ledger.keys import SigningKey
 from scheduler.ledger.receipts import CHECKPOINT, GENESIS, LEDGER_KINDS, WITNESS, Receipt
 from scheduler.ledger.sqlite import SqliteStore
-from scheduler.ledger.store import Store
+from scheduler.ledger.store import Store, StoreError
 from scheduler.ledger.verify import Anchor, LedgerInvalid, Report, WitnessSeen, verify
 
 
@@ -52,8 +52,9 @@ def prepare(kind: str, body: dict, time_ns: int | None = None, *, internal: bool
 class Steward:
     def __init__(self, store: Store, key: SigningKey, report: Report, state: Any) -> None:
         self._store, self._key, self.state = store, key, state
-        self._lock = threading.Lock()
+        self._lock, self._sign_lock = threading.Lock(), threading.Lock()
         self._length, self._head, self.ledger_id = report.length, report.head, report.ledger_id
+        self._signed_length, self._signed_head = self._length, self._head
         self._witness = WitnessSeen(report.witness.key_id, report.witnessed_length, None) \
             if report.witnessed_length else None
 
@@ -93,19 +94,40 @@ class Steward:
 
     def commit(self, batch: Sequence[Prepared]) -> list[Receipt]:
         """Sign the batch in order and store it in one durable transaction."""
-        with self._lock:
-            seq, prev, made = self._length, self._head, []
+        made = self.sign(batch)
+        self.store(made)
+        return made
+
+    def sign(self, batch: Sequence[Prepared]) -> list[Receipt]:
+        """Sign the batch after everything signed so far, stored or not: group
+        commit signs the next batch while the previous one is being stored."""
+        with self._sign_lock:
+            seq, prev, made = self._signed_length, self._signed_head, []
             for kind, body, time_ns in batch:
                 receipt = receipts.make(self._key, seq, prev,
                                         time.time_ns() if time_ns is None else time_ns, kind, body)
                 made.append(receipt)
                 seq, prev = seq + 1, receipt.hash
-            self._store.append(self._length, [(r.entry.kind, r.raw) for r in made])
-            self._length, self._head = seq, prev
-        for item in batch:
-            if item.kind == WITNESS:
-                self._note_witness(item.body["statement"])
+            self._signed_length, self._signed_head = seq, prev
         return made
+
+    def store(self, made: Sequence[Receipt]) -> None:
+        """Store signed receipts in one durable transaction. They must follow the
+        stored ones exactly: after a failed store, what was signed on top of it
+        is refused, and signing starts again from the stored head."""
+        with self._lock:
+            try:
+                if made[0].entry.seq != self._length:
+                    raise StoreError(f"receipt {made[0].entry.seq} does not follow the stored {self._length}")
+                self._store.append(self._length, [(r.entry.kind, r.raw) for r in made])
+            except BaseException:
+                with self._sign_lock:
+                    self._signed_length, self._signed_head = self._length, self._head
+                raise
+            self._length, self._head = made[-1].entry.seq + 1, made[-1].hash
+        for receipt in made:
+            if receipt.entry.kind == WITNESS:
+                self._note_witness(receipt.entry.body["statement"])
 
     def append(self, kind: str, body: dict, time_ns: int | None = None) -> Receipt:
         return self.commit([prepare(kind, body, time_ns)])[0]

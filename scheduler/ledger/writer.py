@@ -1,9 +1,11 @@
 """Group commit for asyncio callers (the gRPC service).
 
 `append` validates on the event loop (so a bad body fails only its caller),
-then waits. One drain task takes everything queued, signs and stores it as one
-transaction in a dedicated thread, and resolves each future only after that
-commit is durable; appends arriving meanwhile form the next batch.
+then waits. One drain task takes everything queued as a batch, signs it in one
+thread and stores it as one transaction in another, and resolves each future
+only after its batch is durable. Batches are signed and stored in order; the
+next batch is signed while the previous one is being stored, so signing does
+not wait for the disk.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ class GroupCommitWriter:
         self._max_batch = max_batch
         self._queue: list[tuple[Prepared, asyncio.Future]] = []
         self._drain: asyncio.Task | None = None
-        self._thread = ThreadPoolExecutor(1, thread_name_prefix="ledger-commit")
+        self._signer = ThreadPoolExecutor(1, thread_name_prefix="ledger-sign")
+        self._storer = ThreadPoolExecutor(1, thread_name_prefix="ledger-store")
         # the seq the next queued append will get: known when queued, since this
         # writer is the ledger's only way in while it runs
         self.next_seq = steward.length
@@ -52,26 +55,46 @@ class GroupCommitWriter:
 
     async def _drain_queue(self) -> None:
         loop = asyncio.get_running_loop()
+        stored: asyncio.Future | None = None   # the previous batch's store
         try:
-            while self._queue:
+            while True:
+                if not self._queue:
+                    if stored is None or stored.done():
+                        break   # nothing queued, nothing in flight: no await until finally
+                    await stored   # appends queued meanwhile are taken on the next turn
+                    continue
                 batch = self._queue[:self._max_batch]
                 del self._queue[:self._max_batch]
                 try:
-                    made = await loop.run_in_executor(
-                        self._thread, self.steward.commit, [item for item, _ in batch])
-                except Exception as exc:   # nothing of this batch is stored
-                    for _, future in batch:
-                        if not future.done():
-                            future.set_exception(exc)
+                    made = await loop.run_in_executor(self._signer, self.steward.sign, [item for item, _ in batch])
+                except Exception as exc:   # nothing of this batch is signed
+                    _fail(batch, exc)
                     continue
-                for (_, future), receipt in zip(batch, made):
-                    if not future.done():
-                        future.set_result(receipt)
+                stored = asyncio.ensure_future(self._store(batch, made, stored))
         finally:
             self._drain = None
 
+    async def _store(self, batch: list, made: list[Receipt], previous: asyncio.Future | None) -> None:
+        if previous is not None:
+            await previous   # stores, and so acknowledgements, in signing order
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._storer, self.steward.store, made)
+        except Exception as exc:   # nothing of this batch is stored
+            _fail(batch, exc)
+            return
+        for (_, future), receipt in zip(batch, made):
+            if not future.done():
+                future.set_result(receipt)
+
     async def close(self) -> None:
-        """Wait for queued appends, then stop the commit thread."""
+        """Wait for queued appends, then stop the threads."""
         while self._drain is not None:
             await asyncio.shield(self._drain)
-        self._thread.shutdown()
+        self._signer.shutdown()
+        self._storer.shutdown()
+
+
+def _fail(batch: list, exc: Exception) -> None:
+    for _, future in batch:
+        if not future.done():
+            future.set_exception(exc)
