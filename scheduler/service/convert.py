@@ -18,10 +18,6 @@ def grade(g: Grade | None) -> int:
     return int(g) if g is not None else types_pb2.GRADE_UNSPECIFIED
 
 
-def grade_from(value: int) -> Grade | None:
-    return Grade(value) if value else None
-
-
 # -- claims -------------------------------------------------------------------
 
 def resources(r: Resources) -> types_pb2.Resources:
