@@ -23,6 +23,7 @@ from functools import reduce
 from scheduler.kernel import (ClaimSpec, ClusterState, ConfigApplied, Device, Reason, Resources, Tenant, Worker,
                               WorkerRegistered, apply, evaluate, explain, rebuild, schedule, submit)
 from scheduler.kernel.admission import admit_events
+from scheduler.service.main import tune_collector
 
 GPUS_PER_WORKER = 8
 
@@ -110,6 +111,7 @@ def measure(workers: int, open_claims: int, fresh: int, peer_decisions: int, run
     state = schedule(state, 1).state
     admitted = sum(len(ids) for ids in state.open_by_tenant.values())
     queued = submit_all(state, [claim(open_claims + i, leaves, per_worker) for i in range(fresh)])
+    tune_collector()   # as pool-scheduler does once its state is replayed
     decided, seconds = median_seconds(runs, schedule, queued, 2)
     rate = len(decided.reasons) / seconds
     _, peer_seconds = median_seconds(1, naive_decide, queued, peer_decisions, 2)

@@ -46,6 +46,14 @@ RECONNECT_GRACE_S = 30   # after start-up, agents that have not come back are ma
 GC_THRESHOLD = 50_000   # allocations between young-generation collections (default 700)
 
 
+def tune_collector() -> None:
+    """The replayed state is long-lived: keep it out of the collector's scans, and
+    collect young objects less often (window batches and decisions allocate many
+    short-lived ones). bench/kernel.py measures the kernel with the same setting."""
+    gc.freeze()
+    gc.set_threshold(GC_THRESHOLD, 20, 20)
+
+
 class StartupError(Exception):
     pass
 
@@ -98,10 +106,7 @@ class Scheduler:
         started = time.monotonic()
         steward = await asyncio.get_running_loop().run_in_executor(None, open_ledger, self.config, self.engine)
         self.engine.writer = GroupCommitWriter(steward)
-        # The replayed state is long-lived: keep it out of the collector's scans, and
-        # collect young objects less often (window batches allocate many short-lived ones).
-        gc.freeze()
-        gc.set_threshold(GC_THRESHOLD, 20, 20)
+        tune_collector()
         self.metrics.replay_seconds.set(time.monotonic() - started)
         self.metrics.ledger_length.set(steward.length)
         log.info("ledger %s verified and replayed: %d receipts in %.2f s", self.config.ledger.path,
