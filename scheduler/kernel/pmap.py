@@ -118,6 +118,7 @@ class PMap(Mapping):
         return node.get(key, default)
 
     def __getitem__(self, key: Any) -> Any:
+        # the walk of get(), inlined: this is the kernel's hottest lookup
         node = self._root
         h = hash(key)
         shift = 0
