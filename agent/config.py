@@ -46,6 +46,7 @@ class Stream:
     batch_max: int = 500
     backoff_initial_ms: int = 500
     backoff_max_ms: int = 30_000
+    drain_ms: int = 2_000  # on stop, how long unacknowledged windows may wait for their ack
     tls_ca: str = ""      # PEM file of the scheduler's CA; "" = plaintext (loopback / trusted network)
 
 
@@ -95,7 +96,7 @@ CHECKS = {
     "window_ms": _window, "log_level": _level,
     "meters.stall_ms": positive, "estimator.gpu_watts": natural, "estimator.cpu_watts": natural,
     "stream.buffer_windows": positive, "stream.batch_max": positive,
-    "stream.backoff_initial_ms": positive, "stream.backoff_max_ms": positive,
+    "stream.backoff_initial_ms": positive, "stream.backoff_max_ms": positive, "stream.drain_ms": natural,
     **{f"capacity.{k}": natural for k in ("cpu_millis", "memory_mb", "disk_mb", "gpu_mdev", "max_concurrency")},
 }
 

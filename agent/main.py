@@ -35,7 +35,6 @@ from protos import daemon
 from protos.pool.v1 import agent_pb2, types_pb2
 
 log = logging.getLogger("pool-agent")
-DRAIN_S = 2.0  # on stop, how long to wait for the scheduler to acknowledge the last windows
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -140,7 +139,7 @@ def run(args, config: Config) -> int:
     sampler.run(stop)
     daemon.stopping()
     if client is not None:
-        _drain(outbox)
+        _drain(outbox, config.stream.drain_ms / 1000)
         client.close()
     return 0
 
@@ -209,8 +208,9 @@ def _watchdog():
     return tick
 
 
-def _drain(outbox: Outbox) -> None:
-    deadline = time.monotonic() + DRAIN_S
+def _drain(outbox: Outbox, seconds: float) -> None:
+    """On stop, wait this long for the scheduler to acknowledge the last windows."""
+    deadline = time.monotonic() + seconds
     while len(outbox) and time.monotonic() < deadline:
         time.sleep(0.05)
     if len(outbox):

@@ -138,7 +138,7 @@ class Agent:
         state = workdir / f"agent-{host}"
         config = workdir / f"agent-{host}.toml"
         config.write_text(f'host_id = "{host}"\nscheduler = "{scheduler.address}"\nstate_dir = "{state}"\n'
-                          'log_level = "info"\n[metrics]\nlisten = ""\n[stream]\nbackoff_max_ms = 500\n')
+                          'log_level = "info"\n[metrics]\nlisten = ""\n[stream]\nbackoff_max_ms = 500\ndrain_ms = 30000\n')
         self.log_path = workdir / f"agent-{host}.log"
         self.process = subprocess.Popen(
             [str(BIN / "pool-agent"), "--config", str(config), "--replay", "bundled", "--replay-speed", str(speed)],
