@@ -5,11 +5,13 @@ and per-field figures; the headline is the first failing check."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import repeat
+from operator import is_
 from typing import NamedTuple
 
 from . import gangs
 from .admission import EntitlementCheck, evaluate
-from .placement import FieldFigure, field_figures, worker_reason
+from .placement import FieldFigure, field_figures, reasoner
 from .reasons import ClaimState, ErrorCode, KernelError, Reason
 from .snapshot import ClusterState, Resources, Worker, WorkerLoad
 
@@ -58,13 +60,13 @@ def explain(state: ClusterState, claim_id: str, now_ns: int = 0) -> Explanation 
     reason = ev.reason
     if gang_id and complete and reason is Reason.ADMISSIBLE:
         reason = gangs.decide_gang(state, gangs.members(state, gang_id), now_ns)[0]
-    req = claim.spec.resources
-    # one walk of each map into a dict, then plain lookups in id order
-    by_id, loads, spec, admissible = dict(state.workers.items()), dict(state.loads.items()), claim.spec, Reason.ADMISSIBLE
-    workers = []
-    for worker_id in state.worker_ids:
-        worker, load = by_id[worker_id], loads[worker_id]
-        why = worker_reason(worker, load, spec)
-        workers.append(WorkerExplanation(worker_id, why is admissible, why, worker, load, req))
+    # one walk of each map into a dict, then every step per worker in C
+    # (map, zip, tuple.__new__) but the verdict itself
+    ids, by_id, loads = state.worker_ids, dict(state.workers.items()), dict(state.loads.items())
+    capacities, worker_loads = list(map(by_id.__getitem__, ids)), list(map(loads.__getitem__, ids))
+    whys = list(map(reasoner(claim.spec), capacities, worker_loads))
+    oks = map(is_, whys, repeat(Reason.ADMISSIBLE))
+    workers = tuple(map(tuple.__new__, repeat(WorkerExplanation),
+                        zip(ids, oks, whys, capacities, worker_loads, repeat(claim.spec.resources))))
     position = state.pending.index((-claim.spec.priority, claim.seq, claim_id)) + 1
-    return Explanation(claim_id, claim.state, reason, ev.checks, tuple(workers), position)
+    return Explanation(claim_id, claim.state, reason, ev.checks, workers, position)

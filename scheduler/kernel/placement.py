@@ -17,6 +17,7 @@ cannot cover the request, instead of a pass over every worker.
 from __future__ import annotations
 
 from bisect import insort
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from protos.energy import MDEV_PER_DEVICE
@@ -56,51 +57,63 @@ def placeable_mdev(worker: Worker, load: WorkerLoad, req: Resources) -> int:
     return MDEV_PER_DEVICE * sum(1 for i in matching if used[i] == 0)
 
 
-def _devices_fit(worker: Worker, load: WorkerLoad, req: Resources) -> bool:
+def _device_test(req: Resources) -> Callable[[Worker, WorkerLoad], bool] | None:
     """Whether `pick_devices` would find devices, without building them:
-    without a type filter, one C-level pass over the per-device usage."""
+    without a type filter, one C-level pass over the per-device usage. None
+    when the request takes no GPU."""
     if not req.gpu_mdev:
-        return True
+        return None
     if req.gpu_types:
-        return pick_devices(worker, load, req) is not None
-    used = load.device_used or (0,) * len(worker.devices)
+        return lambda worker, load: pick_devices(worker, load, req) is not None
     if req.gpu_mdev < MDEV_PER_DEVICE:
-        return bool(used) and min(used) <= MDEV_PER_DEVICE - req.gpu_mdev
-    return used.count(0) >= req.gpu_mdev // MDEV_PER_DEVICE
+        most_used = MDEV_PER_DEVICE - req.gpu_mdev
+        # a worker without devices has no fitting one: the default exceeds most_used
+        return lambda worker, load: (min(load.device_used or (0,) * len(worker.devices), default=MDEV_PER_DEVICE)
+                                     <= most_used)
+    wanted = req.gpu_mdev // MDEV_PER_DEVICE
+    return lambda worker, load: (load.device_used.count(0) if load.device_used else len(worker.devices)) >= wanted
 
 
-def worker_reason(worker: Worker, load: WorkerLoad, spec: ClaimSpec) -> Reason:
-    """The worker's reason code, ADMISSIBLE when it takes the claim."""
+def reasoner(spec: ClaimSpec) -> Callable[[Worker, WorkerLoad], Reason]:
+    """The worker's reason code for this claim, ADMISSIBLE when it takes it.
+    The request's figures are read once here, not per worker: explain judges
+    every worker against one claim."""
     req = spec.resources
-    if not worker.live or (req.gpu_types and not set(req.gpu_types) <= {d.device_type for d in worker.devices}):
-        return Reason.WORKER_INELIGIBLE
-    if spec.placement is Placement.PLACEMENT_EXCLUSIVE and load.active:
-        return Reason.EXCLUSIVE_WORKER_BUSY
-    if load.exclusive:
-        return Reason.WORKER_HAS_EXCLUSIVE_TASK
-    if (load.cpu_millis + req.cpu_millis > worker.cpu_millis or load.memory_mb + req.memory_mb > worker.memory_mb
-            or load.disk_mb + req.disk_mb > worker.disk_mb or not _devices_fit(worker, load, req)):
-        return Reason.RESOURCE_RESERVATION_UNAVAILABLE
-    if worker.max_concurrency and len(load.active) >= worker.max_concurrency:
-        return Reason.WORKER_CONCURRENCY_REACHED
-    return Reason.ADMISSIBLE
+    cpu, memory, disk, types = req.cpu_millis, req.memory_mb, req.disk_mb, set(req.gpu_types)
+    exclusive = spec.placement is Placement.PLACEMENT_EXCLUSIVE
+    devices_fit = _device_test(req)
+
+    def reason(worker: Worker, load: WorkerLoad) -> Reason:
+        if not worker.live or (types and not types <= {d.device_type for d in worker.devices}):
+            return Reason.WORKER_INELIGIBLE
+        if exclusive and load.active:
+            return Reason.EXCLUSIVE_WORKER_BUSY
+        if load.exclusive:
+            return Reason.WORKER_HAS_EXCLUSIVE_TASK
+        if (load.cpu_millis + cpu > worker.cpu_millis or load.memory_mb + memory > worker.memory_mb
+                or load.disk_mb + disk > worker.disk_mb or (devices_fit and not devices_fit(worker, load))):
+            return Reason.RESOURCE_RESERVATION_UNAVAILABLE
+        if worker.max_concurrency and len(load.active) >= worker.max_concurrency:
+            return Reason.WORKER_CONCURRENCY_REACHED
+        return Reason.ADMISSIBLE
+    return reason
 
 
 def check_worker(worker: Worker, load: WorkerLoad, spec: ClaimSpec) -> tuple[Reason, tuple[DeviceShare, ...] | None]:
     """The worker's reason code and the devices it would give (None unless
     it takes the claim)."""
-    reason = worker_reason(worker, load, spec)
+    reason = reasoner(spec)(worker, load)
     return reason, pick_devices(worker, load, spec.resources) if reason is Reason.ADMISSIBLE else None
 
 
 def place(workers, loads, free_index: FreeIndex, spec: ClaimSpec) -> tuple[str, tuple[DeviceShare, ...]] | None:
     """Best fit through the free index: the first passing worker at or after
     the request's mdev whose free cpu, memory and disk cover it."""
-    req = spec.resources
+    req, reason = spec.resources, reasoner(spec)
     for worker_id in free_index.covering(req.gpu_mdev, req.cpu_millis, req.memory_mb, req.disk_mb):
-        reason, devices = check_worker(workers[worker_id], loads[worker_id], spec)
-        if reason is Reason.ADMISSIBLE:
-            return worker_id, devices
+        worker, load = workers[worker_id], loads[worker_id]
+        if reason(worker, load) is Reason.ADMISSIBLE:
+            return worker_id, pick_devices(worker, load, req)
     return None
 
 
