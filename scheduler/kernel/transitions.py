@@ -21,13 +21,16 @@ from .placement import adjust, free_key
 from .pmap import PMap
 from .reasons import ClaimState
 from .freeindex import FreeIndex
-from .snapshot import Claim, ClassStats, ClusterState, WorkerLoad
+from .snapshot import Claim, ClassStats, ClusterState, DeviceShare, Worker, WorkerLoad
 from .sortedseq import SortedSeq
 from .tree import bump, load_tree, rollup
 
 
 class EventError(ValueError):
     pass
+
+
+_NO_CLAIMS = PMap()  # a tenant's first open claim starts from this (maps are immutable: one is enough)
 
 
 def _pending_key(claim: Claim) -> tuple[int, int, str]:
@@ -52,16 +55,19 @@ def _without_pending(state: ClusterState, claim: Claim) -> dict:
     return {"pending": state.pending.remove(_pending_key(claim)), "gangs": gangs}
 
 
-def _load_changed(state: ClusterState, worker_id: str, load: WorkerLoad) -> dict:
-    worker = state.workers[worker_id]
-    old = free_key(worker, state.loads[worker_id]) if worker.live else None
-    new = free_key(worker, load) if worker.live else None
-    return {"loads": state.loads.set(worker_id, load), "free_index": state.free_index.replace(old, new)}
+def _reserved(state: ClusterState, worker: Worker, claim: Claim, devices: tuple[DeviceShare, ...], sign: int) -> dict:
+    """Loads and free index with the claim's reservation on `worker` added
+    (sign 1) or removed (-1): each map read once, as this runs on every
+    admission and settlement."""
+    old = state.loads[worker.worker_id]
+    load = adjust(worker, old, claim.claim_id, claim.spec, devices, sign)
+    keys = (free_key(worker, old), free_key(worker, load)) if worker.live else (None, None)
+    return {"loads": state.loads.set(worker.worker_id, load), "free_index": state.free_index.replace(*keys)}
 
 
 def _open_set(state: ClusterState, claim: Claim, present: bool) -> PMap:
     tenant = claim.tenant
-    ids = state.open_by_tenant.get(tenant, PMap())
+    ids = state.open_by_tenant.get(tenant) or _NO_CLAIMS
     ids = ids.set(claim.claim_id, claim.spec.priority) if present else ids.delete(claim.claim_id)
     return state.open_by_tenant.set(tenant, ids) if ids else state.open_by_tenant.delete(tenant)
 
@@ -113,19 +119,18 @@ def _submitted(state: ClusterState, e: ClaimSubmitted) -> ClusterState:
 
 def _admitted(state: ClusterState, e: ClaimAdmitted) -> ClusterState:
     claim = _claim(state, e.claim_id, ClaimState.PENDING)
-    if e.worker not in state.workers:
+    worker = state.workers.get(e.worker)
+    if worker is None:
         raise EventError(f"claim {e.claim_id!r} admitted on unknown worker {e.worker!r}")
     admitted = claim._replace(state=ClaimState.ADMITTED, hold_uj=e.hold_uj, hold_grade=e.hold_grade,
                        worker=e.worker, devices=e.devices, borrowed=e.borrowed, admitted_seq=e.admitted_seq,
                        admitted_ns=e.at_ns)
-    worker = state.workers[e.worker]
-    load = adjust(worker, state.loads[e.worker], claim.claim_id, claim.spec, e.devices, 1)
     return state._replace(claims=state.claims.set(claim.claim_id, admitted),
                    usage=bump(state.tree, state.usage, claim.tenant, admitted.usage_uj, claim.spec.resources.gpu_mdev),
                    open_by_tenant=_open_set(state, claim, True),
                    borrowed=state.borrowed.set(claim.claim_id, True) if e.borrowed else state.borrowed,
                    next_admit_seq=max(state.next_admit_seq, e.admitted_seq + 1),
-                   **_without_pending(state, claim), **_load_changed(state, e.worker, load))
+                   **_without_pending(state, claim), **_reserved(state, worker, claim, e.devices, 1))
 
 
 def _refused(state: ClusterState, e: ClaimRefused) -> ClusterState:
@@ -180,13 +185,12 @@ def _settled(state: ClusterState, e: Settled) -> ClusterState:
                       settled_ns=e.at_ns, settled_uj=e.actual_uj, settled_grade=e.actual_grade)
     if claim.state is ClaimState.PENDING:
         return state._replace(claims=state.claims.set(claim.claim_id, settled), **_without_pending(state, claim))
-    load = adjust(state.workers[claim.worker], state.loads[claim.worker], claim.claim_id, claim.spec, claim.devices, -1)
     usage = bump(state.tree, state.usage, claim.tenant, e.actual_uj - claim.usage_uj, -claim.spec.resources.gpu_mdev)
     return state._replace(claims=state.claims.set(claim.claim_id, settled), usage=usage,
                    open_by_tenant=_open_set(state, claim, False),
                    borrowed=state.borrowed.delete(claim.claim_id) if claim.borrowed else state.borrowed,
                    settled=state.settled.set(claim.claim_id, True), class_stats=_observe(state, claim, e),
-                   **_load_changed(state, claim.worker, load))
+                   **_reserved(state, state.workers[claim.worker], claim, claim.devices, -1))
 
 
 def _rolled(state: ClusterState, e: PeriodRolled) -> ClusterState:
