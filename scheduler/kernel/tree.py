@@ -152,13 +152,14 @@ def bump(tree: TenantTree, usage: Rollup, tenant: str, d_uj: int, d_mdev: int) -
     (g_uj, g_mdev), lend = tree.guarantees, tree.lend_limits
     in_uj, in_mdev, d_locked, direct_uj, direct_mdev = d_uj, d_mdev, 0, d_uj, d_mdev
     for at in tree.at_path[tenant]:
-        old = values[at]
-        new = values[at] = NodeUsage(
-            old.direct_uj + direct_uj, old.total_uj + d_uj, old.inner_uj + in_uj, old.locked_uj + d_locked,
-            old.direct_mdev + direct_mdev, old.total_mdev + d_mdev, old.inner_mdev + in_mdev)
+        o_direct_uj, o_total_uj, o_inner_uj, o_locked, o_direct_mdev, o_total_mdev, o_inner_mdev = values[at]
+        total_uj, inner_uj, inner_mdev = o_total_uj + d_uj, o_inner_uj + in_uj, o_inner_mdev + in_mdev
+        # tuple.__new__ skips NamedTuple's Python-level __new__: this runs per node on every admission
+        values[at] = tuple.__new__(NodeUsage, (o_direct_uj + direct_uj, total_uj, inner_uj, o_locked + d_locked,
+                                               o_direct_mdev + direct_mdev, o_total_mdev + d_mdev, inner_mdev))
         direct_uj = direct_mdev = 0  # only the tenant's own direct usage changes
-        g = g_uj[at]
-        in_uj = min(g, new.inner_uj) - min(g, old.inner_uj)
-        in_mdev = min(g_mdev[at], new.inner_mdev) - min(g_mdev[at], old.inner_mdev)
-        d_locked = _held(g, lend[at], new.total_uj) - _held(g, lend[at], old.total_uj)
+        g, limit = g_uj[at], lend[at]
+        in_uj = min(g, inner_uj) - min(g, o_inner_uj)
+        in_mdev = min(g_mdev[at], inner_mdev) - min(g_mdev[at], o_inner_mdev)
+        d_locked = 0 if limit is None else _held(g, limit, total_uj) - _held(g, limit, o_total_uj)
     return Rollup(usage.index, tuple(values))
