@@ -10,6 +10,7 @@ of its maxima.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterator
 from operator import itemgetter
 
@@ -57,11 +58,16 @@ class FreeIndex(SortedSeq):
     def covering(self, mdev: int, cpu: int, memory: int, disk: int) -> Iterator[str]:
         """Worker ids in best-fit order from `mdev` whose free cpu, memory
         and disk cover the request (a necessary condition, checked cheaply)."""
-        ceilings = self._ceilings
-        for n, block in self.blocks_from((mdev, cpu)):
+        # blocks_from's walk, inlined with the ceiling test first: every
+        # placement passes here, and most blocks are skipped without a slice
+        blocks, ceilings, start = self._blocks, self._ceilings, (mdev, cpu)
+        first = bisect_left(self._maxes, start)
+        for n in range(first, len(blocks)):
             top_cpu, top_memory, top_disk = ceilings[n]
             if top_cpu < cpu or top_memory < memory or top_disk < disk:
                 continue
-            for _, free_cpu, free_memory, free_disk, worker_id in block:
+            block = blocks[n]
+            for _, free_cpu, free_memory, free_disk, worker_id in (
+                    block[bisect_left(block, start):] if n == first else block):
                 if free_cpu >= cpu and free_memory >= memory and free_disk >= disk:
                     yield worker_id
