@@ -77,6 +77,8 @@ def hold_for(state: ClusterState, spec: ClaimSpec) -> tuple[int, Grade] | Kernel
     class's derived estimate (ModelBased); on a tie the better grade. A class
     still without enough history is refused unless the claim declares its own
     estimate too (that is how a class earns its first observations)."""
+    if not spec.work_class and spec.estimate_uj is not None:
+        return spec.estimate_uj, Grade.Estimator  # the usual claim, judged on every decision: no class to weigh
     figures = []
     if spec.work_class:
         estimate = usable_estimate(state, spec.work_class)
