@@ -76,13 +76,17 @@ def _delete(node: dict, h: int, shift: int, key: Any) -> dict | None:
 def _entries(root: dict) -> list[tuple[Any, Any]]:
     """Every (key, value), leaves appended whole: a loop, not a recursive
     generator, since explain and the views walk maps of every worker."""
-    out, stack = [], [root]
-    while stack:
-        node = stack.pop()
-        if type(node) is _Branch:
-            stack.extend(node.values())
-        else:
-            out.extend(node.items())
+    if type(root) is not _Branch:
+        return list(root.items())
+    out, branches = [], [root]
+    while branches:
+        # a branch's children are mostly leaves (a split leaf spreads its
+        # 17 keys over up to 32): take them as they come, stack only branches
+        for child in branches.pop().values():
+            if type(child) is _Branch:
+                branches.append(child)
+            else:
+                out.extend(child.items())
     return out
 
 
