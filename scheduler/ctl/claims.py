@@ -9,12 +9,12 @@ import grpc
 
 from protos.energy import format_uj
 from protos.pool.v1 import claims_pb2, claims_pb2_grpc, types_pb2
-from scheduler.ctl.output import CtlError, add_output_flag, emit, table
-from scheduler.ctl.wire import add_scheduler_flag, as_ctl_error, call, channel, to_doc
+from scheduler.ctl.output import CtlError, emit, table
+from scheduler.ctl.wire import as_ctl_error, call, channel, online_verb, to_doc
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
-    p = verbs.add_parser("submit", help="submit a claim")
+    p = online_verb(verbs, "submit", "submit a claim", _submit)
     p.add_argument("claim_id")
     p.add_argument("--tenant", required=True)
     p.add_argument("--estimate-uj", type=int, help="your own estimate (graded Estimator)")
@@ -28,37 +28,26 @@ def register(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--gpu-type", action="append", default=[], dest="gpu_types")
     p.add_argument("--exclusive", action="store_true")
     p.add_argument("--priority", type=int, default=0)
-    _common(p, _submit)
 
-    p = verbs.add_parser("progress", help="report a claim's cumulative completed units")
+    p = online_verb(verbs, "progress", "report a claim's cumulative completed units", _progress)
     p.add_argument("claim_id")
     p.add_argument("units", type=int)
-    _common(p, _progress)
 
-    p = verbs.add_parser("release", help="release a claim; its actual is what the agents measured")
+    p = online_verb(verbs, "release", "release a claim; its actual is what the agents measured", _release)
     p.add_argument("claim_id")
-    _common(p, _release)
 
-    p = verbs.add_parser("claims", help="list claims")
+    p = online_verb(verbs, "claims", "list claims", _list)
     p.add_argument("--tenant", default="")
     p.add_argument("--state", action="append", default=[], choices=_STATES)
-    _common(p, _list)
 
-    p = verbs.add_parser("watch", help="stream a claim's (or a tenant's) state changes")
+    p = online_verb(verbs, "watch", "stream a claim's (or a tenant's) state changes", _watch)
     target = p.add_mutually_exclusive_group(required=True)
     target.add_argument("--claim")
     target.add_argument("--tenant")
     p.add_argument("--count", type=int, default=0, help="stop after this many events (0: never)")
-    _common(p, _watch)
 
 
 _STATES = [v.name for v in types_pb2.ClaimState.DESCRIPTOR.values if v.number]
-
-
-def _common(p: argparse.ArgumentParser, run: Any) -> None:
-    add_scheduler_flag(p)
-    add_output_flag(p)
-    p.set_defaults(run=run)
 
 
 def _stub(args: Any) -> claims_pb2_grpc.ClaimsStub:

@@ -13,7 +13,7 @@ import grpc
 
 from protos.pool.v1 import ops_pb2, ops_pb2_grpc
 from scheduler.ctl.output import EXIT_FAILED, EXIT_OK, CtlError, add_output_flag, emit, table
-from scheduler.ctl.wire import add_scheduler_flag, as_ctl_error, call, channel, to_doc
+from scheduler.ctl.wire import add_scheduler_flag, as_ctl_error, call, channel, online_verb, to_doc
 from scheduler.ledger import cose, export, keys, receipts, witness
 from scheduler.ledger.sqlite import SqliteStore
 from scheduler.ledger.store import StoreError
@@ -28,16 +28,9 @@ def register(verbs: argparse._SubParsersAction) -> None:
 
     ledger = verbs.add_parser("ledger", help="export, verify or witness a ledger")
     sub = ledger.add_subparsers(dest="ledger_verb", required=True)
-    p = sub.add_parser("head", help="a running scheduler's ledger id, length and head")
-    add_scheduler_flag(p)
-    add_output_flag(p)
-    p.set_defaults(run=_head)
-
-    p = sub.add_parser("fetch", help="export a running scheduler's ledger as a CBOR sequence")
+    online_verb(sub, "head", "a running scheduler's ledger id, length and head", _head)
+    p = online_verb(sub, "fetch", "export a running scheduler's ledger as a CBOR sequence", _fetch)
     p.add_argument("--out", required=True, metavar="FILE")
-    add_scheduler_flag(p)
-    add_output_flag(p)
-    p.set_defaults(run=_fetch)
 
     p = sub.add_parser("export", help="write a store's receipts as a CBOR sequence")
     p.add_argument("store")

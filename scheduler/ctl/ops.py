@@ -8,33 +8,25 @@ from typing import Any
 
 from protos.energy import format_uj, format_uw
 from protos.pool.v1 import ops_pb2, ops_pb2_grpc
-from scheduler.ctl.output import add_output_flag, emit, table
-from scheduler.ctl.wire import add_scheduler_flag, call, channel, to_doc
+from scheduler.ctl.output import emit, table
+from scheduler.ctl.wire import call, channel, online_verb, to_doc
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
-    _verb(verbs, "tenants", "the entitlement tree: guarantees and usage", _tenants)
-    _verb(verbs, "workers", "worker capacity, reserved, available, active claims", _workers)
-    p = _verb(verbs, "explain", "why a claim is (not) admitted", _explain)
+    online_verb(verbs, "tenants", "the entitlement tree: guarantees and usage", _tenants)
+    online_verb(verbs, "workers", "worker capacity, reserved, available, active claims", _workers)
+    p = online_verb(verbs, "explain", "why a claim is (not) admitted", _explain)
     p.add_argument("claim_id")
-    p = _verb(verbs, "splits", "per-tenant joule splits by device and window", _splits)
+    p = online_verb(verbs, "splits", "per-tenant joule splits by device and window", _splits)
     p.add_argument("--tenant", default="")
     p.add_argument("--since", type=int, default=0, metavar="UNIX_NS")
     p.add_argument("--device", default="")
-    p = _verb(verbs, "preemption-order", "who would be preempted, worst first", _preemption)
+    p = online_verb(verbs, "preemption-order", "who would be preempted, worst first", _preemption)
     p.add_argument("--for", dest="for_claim", default="", metavar="CLAIM_ID")
-    _verb(verbs, "reclamation-order", "idle verdicts and the reclamation order", _reclamation)
-    _verb(verbs, "reclaim", "settle every Idle claim as RECLAIMED", _reclaim)
-    p = _verb(verbs, "estimate", "the derived estimate of a work class", _estimate)
+    online_verb(verbs, "reclamation-order", "idle verdicts and the reclamation order", _reclamation)
+    online_verb(verbs, "reclaim", "settle every Idle claim as RECLAIMED", _reclaim)
+    p = online_verb(verbs, "estimate", "the derived estimate of a work class", _estimate)
     p.add_argument("work_class")
-
-
-def _verb(verbs: argparse._SubParsersAction, name: str, help_text: str, run: Any) -> argparse.ArgumentParser:
-    p = verbs.add_parser(name, help=help_text)
-    add_scheduler_flag(p)
-    add_output_flag(p)
-    p.set_defaults(run=run)
-    return p
 
 
 def _ask(args: Any, method: str, request: Any) -> dict:

@@ -16,7 +16,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
 from protos.energy import Grade
-from scheduler.ctl.output import EXIT_FAILED, CtlError
+from scheduler.ctl.output import EXIT_FAILED, CtlError, add_output_flag
 
 DEFAULT_SCHEDULER = "127.0.0.1:7070"
 TIMEOUT_S = 30.0
@@ -25,6 +25,15 @@ TIMEOUT_S = 30.0
 def add_scheduler_flag(parser: Any) -> None:
     parser.add_argument("--scheduler", default=os.environ.get("POOL_SCHEDULER", DEFAULT_SCHEDULER),
                         help="scheduler address (default: $POOL_SCHEDULER or %(default)s)")
+
+
+def online_verb(verbs: Any, name: str, help_text: str, run: Any) -> Any:
+    """A sub-command that asks a running scheduler: --scheduler and -o."""
+    p = verbs.add_parser(name, help=help_text)
+    add_scheduler_flag(p)
+    add_output_flag(p)
+    p.set_defaults(run=run)
+    return p
 
 
 def channel(args: Any) -> grpc.Channel:

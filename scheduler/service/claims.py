@@ -9,12 +9,22 @@ from collections.abc import Callable
 
 from protos.pool.v1 import claims_pb2, claims_pb2_grpc
 from scheduler import kernel
-from scheduler.kernel import Claim, ClaimState, Reason
+from scheduler.kernel import Claim, ClaimState, ClusterState, Reason
 from scheduler.service import convert
 from scheduler.service.engine import Change, Engine
 from scheduler.service.errors import Refused, abort, checked, guarded, not_ready
 
 WATCH_QUEUE = 10_000   # events a slow watcher may fall behind before it is cut off
+
+
+def subtree(state: ClusterState, tenant: str) -> frozenset[str] | None:
+    """A tenant and every node under it (None for "all"); UNKNOWN_TENANT if absent."""
+    if not tenant:
+        return None
+    tree = state.tree
+    if tree is None or tenant not in tree.nodes:
+        raise Refused("UNKNOWN_TENANT", f"tenant {tenant!r} is not in the tree")
+    return frozenset(n for n in tree.nodes if tenant in tree.path(n))
 
 
 class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
@@ -64,15 +74,7 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
     @guarded
     async def List(self, request, context):
         return claims_pb2.ListClaimsResponse(claims=[self.status(c) for c in self._matching(
-            self._subtree(request.tenant), frozenset(ClaimState(s) for s in request.states))])
-
-    def _subtree(self, tenant: str) -> frozenset[str] | None:
-        if not tenant:
-            return None
-        tree = self.engine.state.tree
-        if tree is None or tenant not in tree.nodes:
-            raise Refused("UNKNOWN_TENANT", f"tenant {tenant!r} is not in the tree")
-        return frozenset(n for n in tree.nodes if tenant in tree.path(n))
+            subtree(self.engine.state, request.tenant), frozenset(ClaimState(s) for s in request.states))])
 
     def _matching(self, tenants: frozenset[str] | None, states: frozenset[ClaimState]) -> list[Claim]:
         claims = self.engine.state.claims
@@ -87,7 +89,7 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
                 current = [self._claim(request.claim_id)]
                 matches: Callable[[Claim], bool] = lambda c: c.claim_id == request.claim_id  # noqa: E731
             else:
-                tenants = self._subtree(request.tenant)
+                tenants = subtree(self.engine.state, request.tenant)
                 current = self._matching(tenants, frozenset())
                 matches = lambda c: c.tenant in tenants  # noqa: E731
         except Refused as error:

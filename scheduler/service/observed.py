@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import defaultdict, deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from itertools import chain, repeat
 from typing import Any, NamedTuple
 
@@ -156,7 +156,7 @@ class Observed:
         total = None if any(o[3] is None for o in span) else sum(o[3] for o in span)
         return Observation(start, end, total, worst(GRADES[o[4]] for o in span))
 
-    def splits(self, tenants: set[str] | None, since_ns: int, device_id: str) -> list[SplitRow]:
+    def splits(self, tenants: frozenset[str] | None, since_ns: int, device_id: str) -> list[SplitRow]:
         return [SplitRow(*r[:7], GRADES[r[7]]) for r in self.rows
                 if r[5] > since_ns and (not device_id or r[3] == device_id)
                 and (tenants is None or r[0] in tenants)]

@@ -13,6 +13,7 @@ from scheduler.ledger.witness import WitnessRejected
 from scheduler.ledger.writer import GroupCommitWriter
 from scheduler.service import convert
 from scheduler.service.agents import AgentServicer
+from scheduler.service.claims import subtree
 from scheduler.service.engine import Engine
 from scheduler.service.errors import Refused, abort, checked, guarded, not_ready
 
@@ -48,12 +49,7 @@ class OperationsServicer(ops_pb2_grpc.OperationsServicer):
 
     @guarded
     async def Splits(self, request, context):
-        tenants = None
-        if request.tenant:
-            tree = self.engine.state.tree
-            if request.tenant not in tree.nodes:
-                raise Refused("UNKNOWN_TENANT", f"tenant {request.tenant!r} is not in the tree")
-            tenants = {n for n in tree.nodes if request.tenant in tree.path(n)}
+        tenants = subtree(self.engine.state, request.tenant)
         rows = self.engine.observed.splits(tenants, request.since_ns, request.device_id)
         totals: dict[str, tuple[int, list[Grade]]] = defaultdict(lambda: (0, []))
         for row in rows:
