@@ -12,7 +12,7 @@ from pathlib import Path
 
 from agent.meters.base import COUNTER_UPDATE_NS
 from protos import settings
-from protos.settings import ConfigError, natural, positive
+from protos.settings import ConfigError, natural, positive  # noqa: F401 - ConfigError is re-exported
 
 DEFAULT_PATH = Path("/etc/pool/agent.toml")
 MIN_WINDOW_MS = COUNTER_UPDATE_NS // 1_000_000

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
-from itertools import chain, islice
+from itertools import chain
 from typing import Any
 
 _BLOCK = 64
