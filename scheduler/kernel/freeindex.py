@@ -55,6 +55,22 @@ class FreeIndex(SortedSeq):
         out._ceilings = (*self._ceilings[:i], *ceilings, *self._ceilings[i + 1:])
         return out
 
+    def _thaw(self, source: FreeIndex) -> None:
+        super()._thaw(source)
+        self._ceilings = list(source._ceilings)
+
+    def _changed(self, i: int, removed, added) -> None:
+        if added is not None and len(self._blocks) > len(self._ceilings):  # the first block
+            self._ceilings.insert(i, _ceiling(self._blocks[i]))
+        else:
+            self._ceilings[i] = _kept_ceiling(self._ceilings[i], self._blocks[i], removed, added)
+
+    def _split(self, i: int) -> None:
+        self._ceilings[i:i + 1] = [_ceiling(self._blocks[i]), _ceiling(self._blocks[i + 1])]
+
+    def _dropped(self, i: int) -> None:
+        del self._ceilings[i]
+
     def covering(self, mdev: int, cpu: int, memory: int, disk: int) -> Iterator[str]:
         """Worker ids in best-fit order from `mdev` whose free cpu, memory
         and disk cover the request (a necessary condition, checked cheaply)."""

@@ -1,7 +1,8 @@
 """A persistent (immutable) hash map: `set`/`delete` return a new map that
 shares all but one path with the old one, so a snapshot of 10^5 claims costs
 O(log n) per event instead of a full copy. A hash trie, 32-way, whose leaves are
-small dicts split once they pass 16 keys.
+small dicts split once they pass 16 keys. Under an `Edit` (see edit.py),
+nodes the batch made are changed in place.
 
 Iteration order follows the hashes, so callers that need an order must sort.
 """
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from typing import Any
+
+from .edit import Edit
 
 _BITS = 5
 _MASK = (1 << _BITS) - 1
@@ -28,47 +31,64 @@ class _Leaf(dict):
 _MISSING = object()
 
 
-def _split(leaf: _Leaf, shift: int) -> _Branch:
+def _split(leaf: _Leaf, shift: int, owned: dict | None) -> _Branch:
     branch = _Branch()
     for key, value in leaf.items():
         index = (hash(key) >> shift) & _MASK
         child = branch.get(index)
         if child is None:
             child = branch[index] = _Leaf()
+            if owned is not None:
+                owned[id(child)] = child
         child[key] = value
+    if owned is not None:
+        owned[id(branch)] = branch
     return branch
 
 
-def _set(node: dict, h: int, shift: int, key: Any, value: Any) -> tuple[dict, bool]:
+def _writable(node: dict, owned: dict | None) -> dict:
+    """`node` itself where the edit session owns it, else a copy (which it
+    then owns). `owned` is an Edit's table, or None outside a session."""
+    if owned is None:
+        return type(node)(node)
+    if id(node) in owned:
+        return node
+    new = type(node)(node)
+    owned[id(new)] = new
+    return new
+
+
+def _set(node: dict, h: int, shift: int, key: Any, value: Any, owned: dict | None) -> tuple[dict, bool]:
     if type(node) is _Branch:
         index = (h >> shift) & _MASK
         child = node.get(index)
         if child is None:
             new_child, added = _Leaf({key: value}), True
+            if owned is not None:
+                owned[id(new_child)] = new_child
         else:
-            new_child, added = _set(child, h, shift + _BITS, key, value)
-        new = _Branch(node)
+            new_child, added = _set(child, h, shift + _BITS, key, value, owned)
+        new = _writable(node, owned)
         new[index] = new_child
         return new, added
     added = key not in node
-    new = _Leaf(node)
+    new = _writable(node, owned)
     new[key] = value
     if added and len(new) > _LEAF_MAX and shift < _MAX_SHIFT:
-        return _split(new, shift), True
+        return _split(new, shift, owned), True
     return new, added
 
 
-def _delete(node: dict, h: int, shift: int, key: Any) -> dict | None:
+def _delete(node: dict, h: int, shift: int, key: Any, owned: dict | None) -> dict | None:
+    new = _writable(node, owned)
     if type(node) is _Branch:
         index = (h >> shift) & _MASK
-        new_child = _delete(node[index], h, shift + _BITS, key)
-        new = _Branch(node)
+        new_child = _delete(node[index], h, shift + _BITS, key, owned)
         if new_child:
             new[index] = new_child
         else:
             del new[index]
         return new
-    new = _Leaf(node)
     del new[key]
     return new
 
@@ -96,9 +116,10 @@ class PMap(Mapping):
 
     def __init__(self, items: Mapping | None = None) -> None:
         root: dict = _Leaf()
+        owned = {id(root): root}  # built in place: nothing else sees it yet
         count = 0
         for key, value in (items or {}).items():
-            root, added = _set(root, hash(key), 0, key, value)
+            root, added = _set(root, hash(key), 0, key, value, owned)
             count += added
         self._root = root
         self._len = count
@@ -148,14 +169,14 @@ class PMap(Mapping):
     def values(self):  # type: ignore[override]
         return [value for _, value in _entries(self._root)]
 
-    def set(self, key: Any, value: Any) -> PMap:
-        root, added = _set(self._root, hash(key), 0, key, value)
+    def set(self, key: Any, value: Any, edit: Edit | None = None) -> PMap:
+        root, added = _set(self._root, hash(key), 0, key, value, edit and edit.owned)
         return PMap._make(root, self._len + added)
 
-    def delete(self, key: Any) -> PMap:
+    def delete(self, key: Any, edit: Edit | None = None) -> PMap:
         if key not in self:
             raise KeyError(key)
-        return PMap._make(_delete(self._root, hash(key), 0, key) or _Leaf(), self._len - 1)
+        return PMap._make(_delete(self._root, hash(key), 0, key, edit and edit.owned) or _Leaf(), self._len - 1)
 
     def discard(self, key: Any) -> PMap:
         return self.delete(key) if key in self else self

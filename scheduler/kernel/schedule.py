@@ -3,6 +3,10 @@ claim in order (priority descending, then submission sequence) and returns
 the events that carry the decisions out, a reason per claim, and the state
 they lead to. A claim that cannot be admitted does not block the ones behind
 it (best effort), and a gang is decided at its first member's place.
+
+The states judged in the pass are the batch's (edit.py): evaluation only
+reads them, and the trial states of preemption and gangs are made without the
+Edit, so nothing in the pass sees a state after it has been edited further.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from dataclasses import dataclass
 
 from . import gangs
 from .admission import admit_events, evaluate
+from .edit import Edit
 from .events import ClaimRefused, Event, PeriodRolled
 from .reasons import ClaimState, Reason
 from .snapshot import ClusterState
@@ -36,12 +41,13 @@ def period_roll(state: ClusterState, now_ns: int) -> PeriodRolled | None:
 def schedule(state: ClusterState, now_ns: int) -> Decision:
     events: list[Event] = []
     reasons: list[tuple[str, Reason]] = []
+    edit = Edit()  # the pass is one batch: its decisions are applied in place (edit.py)
 
     def emit(new: list[Event]) -> None:
         nonlocal state
         for event in new:
             events.append(event)
-            state = apply(state, event)
+            state = apply(state, event, edit)
 
     roll = period_roll(state, now_ns)
     if roll is not None:

@@ -4,15 +4,18 @@ index cost a block copy per event instead of a copy of every entry.
 
 Keys live in sorted blocks of at most 2 × _BLOCK; `_maxes` holds each block's
 last key, so finding a key is two bisects. Two sequences with the same keys
-are equal whatever their block boundaries (incremental vs rebuilt).
+are equal whatever their block boundaries (incremental vs rebuilt). Under an
+Edit (edit.py) the blocks are lists changed in place.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator
 from itertools import chain
 from typing import Any
+
+from .edit import Edit
 
 _BLOCK = 64
 
@@ -45,7 +48,9 @@ class SortedSeq:
         new = (grown[:_BLOCK], grown[_BLOCK:]) if len(grown) > 2 * _BLOCK else (grown,)
         return self._splice(i, new, length, removed, key)
 
-    def add(self, key: Any) -> SortedSeq:
+    def add(self, key: Any, edit: Edit | None = None) -> SortedSeq:
+        if edit is not None:
+            return self._writable(edit)._insert(key, edit)
         blocks = self._blocks
         if not blocks:
             return type(self)((key,))
@@ -61,16 +66,23 @@ class SortedSeq:
             raise KeyError(key)
         return i, (*block[:j], *block[j + 1:])
 
-    def remove(self, key: Any) -> SortedSeq:
+    def remove(self, key: Any, edit: Edit | None = None) -> SortedSeq:
+        if edit is not None:
+            return self._writable(edit)._pop(key, edit)
         i, shrunk = self._shrunk(key)
         return self._splice(i, (shrunk,) if shrunk else (), self._len - 1, key, None)
 
-    def replace(self, old: Any | None, new: Any | None) -> SortedSeq:
+    def replace(self, old: Any | None, new: Any | None, edit: Edit | None = None) -> SortedSeq:
         """`old` removed and `new` added, either of them None for nothing.
         When `new` sorts into the block `old` leaves (a worker's free key
         moving a little), one block is copied instead of two."""
         if old == new:
             return self
+        if edit is not None:
+            out = self._writable(edit)
+            if old is not None:
+                out._pop(old, edit)
+            return out if new is None else out._insert(new, edit)
         if old is None:
             return self.add(new)
         i, shrunk = self._shrunk(old)
@@ -78,6 +90,74 @@ class SortedSeq:
             return self._grown(i, shrunk, new, self._len, old)
         out = self._splice(i, (shrunk,) if shrunk else (), self._len - 1, old, None)
         return out if new is None else out.add(new)
+
+    # -- in place, under an Edit (edit.py): lists the edit owns ------------
+
+    def _writable(self, edit: Edit) -> SortedSeq:
+        """This sequence if the edit made it, else a copy it owns, whose block
+        list and maxes are lists (the blocks themselves are copied on write)."""
+        if id(self) in edit.owned:
+            return self
+        out = edit.own(type(self).__new__(type(self)))
+        out._thaw(self)
+        return out
+
+    def _thaw(self, source: SortedSeq) -> None:
+        self._blocks, self._maxes, self._len = list(source._blocks), list(source._maxes), source._len
+
+    def _block(self, i: int, edit: Edit) -> list:
+        block = self._blocks[i]
+        if id(block) not in edit.owned:
+            block = self._blocks[i] = edit.own(list(block))
+        return block
+
+    def _insert(self, key: Any, edit: Edit) -> SortedSeq:
+        if not self._blocks:
+            self._blocks.append(edit.own([key]))
+            self._maxes.append(key)
+            self._len = 1
+            self._changed(0, None, key)
+            return self
+        i = min(bisect_left(self._maxes, key), len(self._blocks) - 1)
+        block = self._block(i, edit)
+        insort(block, key)
+        self._len += 1
+        if len(block) > 2 * _BLOCK:
+            tail = edit.own(block[_BLOCK:])
+            del block[_BLOCK:]
+            self._blocks.insert(i + 1, tail)
+            self._maxes[i:i + 1] = [block[-1], tail[-1]]
+            self._split(i)
+        else:
+            self._maxes[i] = block[-1]
+            self._changed(i, None, key)
+        return self
+
+    def _pop(self, key: Any, edit: Edit) -> SortedSeq:
+        i = bisect_left(self._maxes, key)
+        j = bisect_left(self._blocks[i], key) if i < len(self._blocks) else 0
+        if i == len(self._blocks) or j == len(self._blocks[i]) or self._blocks[i][j] != key:
+            raise KeyError(key)
+        block = self._block(i, edit)
+        del block[j]
+        self._len -= 1
+        if block:
+            self._maxes[i] = block[-1]
+            self._changed(i, key, None)
+        else:
+            del self._blocks[i], self._maxes[i]
+            self._dropped(i)
+        return self
+
+    # hooks for what a subclass keeps per block (FreeIndex: ceilings)
+    def _changed(self, i: int, removed: Any | None, added: Any | None) -> None:
+        pass
+
+    def _split(self, i: int) -> None:
+        pass
+
+    def _dropped(self, i: int) -> None:
+        pass
 
     def from_key(self, key: Any) -> Iterator[Any]:
         """The keys at or after `key`, in order."""

@@ -14,6 +14,7 @@ from dataclasses import replace
 
 from protos.energy import Grade, worst
 
+from .edit import Edit
 from .events import (ClaimAdmitted, ClaimRefused, ClaimSubmitted, ConfigApplied, Event, Metered,
                      PeriodRolled, Preempted, Progress, Reclaimed, Released, Settled, WorkerLiveness,
                      WorkerRegistered)
@@ -46,33 +47,34 @@ def _claim(state: ClusterState, claim_id: str, *states: ClaimState) -> Claim:
     return claim
 
 
-def _without_pending(state: ClusterState, claim: Claim) -> dict:
+def _without_pending(state: ClusterState, claim: Claim, edit: Edit | None) -> dict:
     gangs = state.gangs
     gang = claim.spec.gang_id
     if gang:
         members = tuple(m for m in gangs[gang] if m != claim.claim_id)
-        gangs = gangs.set(gang, members) if members else gangs.delete(gang)
-    return {"pending": state.pending.remove(_pending_key(claim)), "gangs": gangs}
+        gangs = gangs.set(gang, members, edit) if members else gangs.delete(gang, edit)
+    return {"pending": state.pending.remove(_pending_key(claim), edit), "gangs": gangs}
 
 
-def _reserved(state: ClusterState, worker: Worker, claim: Claim, devices: tuple[DeviceShare, ...], sign: int) -> dict:
+def _reserved(state: ClusterState, worker: Worker, claim: Claim, devices: tuple[DeviceShare, ...], sign: int,
+              edit: Edit | None) -> dict:
     """Loads and free index with the claim's reservation on `worker` added
     (sign 1) or removed (-1): each map read once, as this runs on every
     admission and settlement."""
     old = state.loads[worker.worker_id]
     load = adjust(worker, old, claim.claim_id, claim.spec, devices, sign)
     keys = (free_key(worker, old), free_key(worker, load)) if worker.live else (None, None)
-    return {"loads": state.loads.set(worker.worker_id, load), "free_index": state.free_index.replace(*keys)}
+    return {"loads": state.loads.set(worker.worker_id, load, edit), "free_index": state.free_index.replace(*keys, edit)}
 
 
-def _open_set(state: ClusterState, claim: Claim, present: bool) -> PMap:
+def _open_set(state: ClusterState, claim: Claim, present: bool, edit: Edit | None) -> PMap:
     tenant = claim.tenant
     ids = state.open_by_tenant.get(tenant) or _NO_CLAIMS
-    ids = ids.set(claim.claim_id, claim.spec.priority) if present else ids.delete(claim.claim_id)
-    return state.open_by_tenant.set(tenant, ids) if ids else state.open_by_tenant.delete(tenant)
+    ids = ids.set(claim.claim_id, claim.spec.priority, edit) if present else ids.delete(claim.claim_id, edit)
+    return state.open_by_tenant.set(tenant, ids, edit) if ids else state.open_by_tenant.delete(tenant, edit)
 
 
-def _config(state: ClusterState, e: ConfigApplied) -> ClusterState:
+def _config(state: ClusterState, e: ConfigApplied, edit: Edit | None) -> ClusterState:
     tree = load_tree(e.tenants)
     for claim in state.claims.values():
         if claim.state in (ClaimState.PENDING, ClaimState.ADMITTED) and claim.tenant not in tree.nodes:
@@ -82,7 +84,7 @@ def _config(state: ClusterState, e: ConfigApplied) -> ClusterState:
                            idle=e.idle, config_digest=e.digest))
 
 
-def _registered(state: ClusterState, e: WorkerRegistered) -> ClusterState:
+def _registered(state: ClusterState, e: WorkerRegistered, edit: Edit | None) -> ClusterState:
     worker = replace(e.worker, devices=tuple(sorted(e.worker.devices, key=lambda d: d.device_id)))
     old = state.workers.get(worker.worker_id)
     old_key = free_key(old, state.loads[old.worker_id]) if old is not None and old.live else None
@@ -90,34 +92,34 @@ def _registered(state: ClusterState, e: WorkerRegistered) -> ClusterState:
     for claim_id in (state.loads[worker.worker_id].active if old is not None else ()):
         claim = state.claims[claim_id]
         load = adjust(worker, load, claim_id, claim.spec, claim.devices, 1)
-    index = state.free_index.replace(old_key, free_key(worker, load) if worker.live else None)
+    index = state.free_index.replace(old_key, free_key(worker, load) if worker.live else None, edit)
     ids = state.worker_ids
     if old is None:
         at = bisect_left(ids, worker.worker_id)
         ids = (*ids[:at], worker.worker_id, *ids[at:])
-    return state._replace(workers=state.workers.set(worker.worker_id, worker),
-                   loads=state.loads.set(worker.worker_id, load), free_index=index, worker_ids=ids)
+    return state._replace(workers=state.workers.set(worker.worker_id, worker, edit),
+                   loads=state.loads.set(worker.worker_id, load, edit), free_index=index, worker_ids=ids)
 
 
-def _liveness(state: ClusterState, e: WorkerLiveness) -> ClusterState:
+def _liveness(state: ClusterState, e: WorkerLiveness, edit: Edit | None) -> ClusterState:
     old = state.workers.get(e.worker_id)
     if old is None:
         raise EventError(f"unknown worker {e.worker_id!r}")
-    return _registered(state, WorkerRegistered(replace(old, live=e.live)))
+    return _registered(state, WorkerRegistered(replace(old, live=e.live)), edit)
 
 
-def _submitted(state: ClusterState, e: ClaimSubmitted) -> ClusterState:
+def _submitted(state: ClusterState, e: ClaimSubmitted, edit: Edit | None) -> ClusterState:
     if e.spec.claim_id in state.claims:
         raise EventError(f"claim {e.spec.claim_id!r} submitted twice")
     claim = Claim(e.spec, e.seq)
     gangs = state.gangs
     if e.spec.gang_id:
-        gangs = gangs.set(e.spec.gang_id, tuple(sorted((*gangs.get(e.spec.gang_id, ()), claim.claim_id))))
-    return state._replace(claims=state.claims.set(claim.claim_id, claim), pending=state.pending.add(_pending_key(claim)), gangs=gangs,
+        gangs = gangs.set(e.spec.gang_id, tuple(sorted((*gangs.get(e.spec.gang_id, ()), claim.claim_id))), edit)
+    return state._replace(claims=state.claims.set(claim.claim_id, claim, edit), pending=state.pending.add(_pending_key(claim), edit), gangs=gangs,
                    next_seq=max(state.next_seq, e.seq + 1))
 
 
-def _admitted(state: ClusterState, e: ClaimAdmitted) -> ClusterState:
+def _admitted(state: ClusterState, e: ClaimAdmitted, edit: Edit | None) -> ClusterState:
     claim = _claim(state, e.claim_id, ClaimState.PENDING)
     worker = state.workers.get(e.worker)
     if worker is None:
@@ -125,21 +127,22 @@ def _admitted(state: ClusterState, e: ClaimAdmitted) -> ClusterState:
     admitted = claim._replace(state=ClaimState.ADMITTED, hold_uj=e.hold_uj, hold_grade=e.hold_grade,
                        worker=e.worker, devices=e.devices, borrowed=e.borrowed, admitted_seq=e.admitted_seq,
                        admitted_ns=e.at_ns)
-    return state._replace(claims=state.claims.set(claim.claim_id, admitted),
-                   usage=bump(state.tree, state.usage, claim.tenant, admitted.usage_uj, claim.spec.resources.gpu_mdev),
-                   open_by_tenant=_open_set(state, claim, True),
-                   borrowed=state.borrowed.set(claim.claim_id, True) if e.borrowed else state.borrowed,
+    return state._replace(claims=state.claims.set(claim.claim_id, admitted, edit),
+                   usage=bump(state.tree, state.usage, claim.tenant, admitted.usage_uj, claim.spec.resources.gpu_mdev,
+                              edit),
+                   open_by_tenant=_open_set(state, claim, True, edit),
+                   borrowed=state.borrowed.set(claim.claim_id, True, edit) if e.borrowed else state.borrowed,
                    next_admit_seq=max(state.next_admit_seq, e.admitted_seq + 1),
-                   **_without_pending(state, claim), **_reserved(state, worker, claim, e.devices, 1))
+                   **_without_pending(state, claim, edit), **_reserved(state, worker, claim, e.devices, 1, edit))
 
 
-def _refused(state: ClusterState, e: ClaimRefused) -> ClusterState:
+def _refused(state: ClusterState, e: ClaimRefused, edit: Edit | None) -> ClusterState:
     claim = _claim(state, e.claim_id, ClaimState.PENDING)
     refused = claim._replace(state=ClaimState.REFUSED, reason=e.reason, settled_ns=e.at_ns)
-    return state._replace(claims=state.claims.set(claim.claim_id, refused), **_without_pending(state, claim))
+    return state._replace(claims=state.claims.set(claim.claim_id, refused, edit), **_without_pending(state, claim, edit))
 
 
-def _metered(state: ClusterState, e: Metered) -> ClusterState:
+def _metered(state: ClusterState, e: Metered, edit: Edit | None) -> ClusterState:
     if e.window_seq <= state.acked.get(e.worker_id, 0):
         return state  # a resend: already counted
     claims, usage = state.claims, state.usage
@@ -149,22 +152,22 @@ def _metered(state: ClusterState, e: Metered) -> ClusterState:
             continue  # energy after settling is the host's, not the claim's
         grade = delta.grade if claim.measured_grade is None else worst((claim.measured_grade, delta.grade))
         new = claim._replace(measured_uj=claim.measured_uj + delta.uj, measured_grade=grade)
-        claims = claims.set(claim.claim_id, new)
-        usage = bump(state.tree, usage, claim.tenant, new.usage_uj - claim.usage_uj, 0)
-    return state._replace(claims=claims, usage=usage, acked=state.acked.set(e.worker_id, e.window_seq))
+        claims = claims.set(claim.claim_id, new, edit)
+        usage = bump(state.tree, usage, claim.tenant, new.usage_uj - claim.usage_uj, 0, edit)
+    return state._replace(claims=claims, usage=usage, acked=state.acked.set(e.worker_id, e.window_seq, edit))
 
 
-def _progress(state: ClusterState, e: Progress) -> ClusterState:
+def _progress(state: ClusterState, e: Progress, edit: Edit | None) -> ClusterState:
     claim = _claim(state, e.claim_id, ClaimState.PENDING, ClaimState.ADMITTED)
     if e.completed_units < claim.completed_units:
         raise EventError(f"claim {e.claim_id!r}: completed units went back from {claim.completed_units}")
-    return state._replace(claims=state.claims.set(claim.claim_id, claim._replace(completed_units=e.completed_units)))
+    return state._replace(claims=state.claims.set(claim.claim_id, claim._replace(completed_units=e.completed_units), edit))
 
 
 _SETTLED_STATE = {Released: ClaimState.RELEASED, Preempted: ClaimState.PREEMPTED, Reclaimed: ClaimState.RECLAIMED}
 
 
-def _observe(state: ClusterState, claim: Claim, e: Settled) -> PMap:
+def _observe(state: ClusterState, claim: Claim, e: Settled, edit: Edit | None) -> PMap:
     """RULES §7: a released claim that was measured is an observation of its class."""
     name = claim.spec.work_class
     if type(e) is not Released or not name or claim.measured_grade is None:
@@ -175,25 +178,27 @@ def _observe(state: ClusterState, claim: Claim, e: Settled) -> PMap:
     else:
         stats = replace(stats, observations=stats.observations + 1, eligible=stats.eligible + 1,
                         max_uj=max(stats.max_uj, e.actual_uj))
-    return state.class_stats.set(name, stats)
+    return state.class_stats.set(name, stats, edit)
 
 
-def _settled(state: ClusterState, e: Settled) -> ClusterState:
+def _settled(state: ClusterState, e: Settled, edit: Edit | None) -> ClusterState:
     open_states = (ClaimState.PENDING, ClaimState.ADMITTED) if type(e) is Released else (ClaimState.ADMITTED,)
     claim = _claim(state, e.claim_id, *open_states)
     settled = claim._replace(state=_SETTLED_STATE[type(e)], completed_units=max(claim.completed_units, e.completed_units),
                       settled_ns=e.at_ns, settled_uj=e.actual_uj, settled_grade=e.actual_grade)
     if claim.state is ClaimState.PENDING:
-        return state._replace(claims=state.claims.set(claim.claim_id, settled), **_without_pending(state, claim))
-    usage = bump(state.tree, state.usage, claim.tenant, e.actual_uj - claim.usage_uj, -claim.spec.resources.gpu_mdev)
-    return state._replace(claims=state.claims.set(claim.claim_id, settled), usage=usage,
-                   open_by_tenant=_open_set(state, claim, False),
-                   borrowed=state.borrowed.delete(claim.claim_id) if claim.borrowed else state.borrowed,
-                   settled=state.settled.set(claim.claim_id, True), class_stats=_observe(state, claim, e),
-                   **_reserved(state, state.workers[claim.worker], claim, claim.devices, -1))
+        return state._replace(claims=state.claims.set(claim.claim_id, settled, edit),
+                              **_without_pending(state, claim, edit))
+    usage = bump(state.tree, state.usage, claim.tenant, e.actual_uj - claim.usage_uj, -claim.spec.resources.gpu_mdev,
+                 edit)
+    return state._replace(claims=state.claims.set(claim.claim_id, settled, edit), usage=usage,
+                   open_by_tenant=_open_set(state, claim, False, edit),
+                   borrowed=state.borrowed.delete(claim.claim_id, edit) if claim.borrowed else state.borrowed,
+                   settled=state.settled.set(claim.claim_id, True, edit), class_stats=_observe(state, claim, e, edit),
+                   **_reserved(state, state.workers[claim.worker], claim, claim.devices, -1, edit))
 
 
-def _rolled(state: ClusterState, e: PeriodRolled) -> ClusterState:
+def _rolled(state: ClusterState, e: PeriodRolled, edit: Edit | None) -> ClusterState:
     if e.period_index <= state.period_index:
         raise EventError(f"period {e.period_index} does not follow {state.period_index}")
     return rebuild(state._replace(period_index=e.period_index, settled=PMap()))
@@ -205,10 +210,12 @@ _HANDLERS = {ConfigApplied: _config, WorkerRegistered: _registered, WorkerLivene
              PeriodRolled: _rolled}
 
 
-def apply(state: ClusterState, event: Event) -> ClusterState:
+def apply(state: ClusterState, event: Event, edit: Edit | None = None) -> ClusterState:
+    """The state after `event`. Under `edit` (edit.py) the change is made in
+    place where the batch owns the structure, and `state` is spent."""
     if state.tree is None and not isinstance(event, (ConfigApplied, WorkerRegistered, WorkerLiveness)):
         raise EventError(f"{event.kind} before any configuration")
-    return _HANDLERS[type(event)](state, event)
+    return _HANDLERS[type(event)](state, event, edit)
 
 
 def rebuild(state: ClusterState) -> ClusterState:

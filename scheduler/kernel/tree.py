@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from .edit import Edit
 from .snapshot import NodeUsage, Tenant
 
 
@@ -111,11 +112,12 @@ def _held(guarantee_uj: int, lend_limit_uj: int | None, total_uj: int) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Rollup:
-    """Every node's NodeUsage, in tree order: a flat tuple is cheaper to
-    update along one path than a map, and the tree never changes under it."""
+    """Every node's NodeUsage, in tree order: a flat list is cheaper to
+    update along one path than a map, and the tree never changes under it.
+    The list is never changed once made, except by the Edit that made it."""
 
     index: Mapping[str, int]
-    values: tuple[NodeUsage, ...]
+    values: list[NodeUsage]
 
     def __getitem__(self, name: str) -> NodeUsage:
         return self.values[self.index[name]]
@@ -140,15 +142,19 @@ def rollup(tree: TenantTree, direct: Mapping[str, tuple[int, int]]) -> Rollup:
             inner_mdev += min(t.guarantee_mdev, u.inner_mdev)
             locked += _locked(t, u.total_uj)
         out[name] = NodeUsage(d_uj, total_uj, inner_uj, locked, d_mdev, total_mdev, inner_mdev)
-    return Rollup(tree.index, tuple(out[name] for name in tree.order))
+    return Rollup(tree.index, [out[name] for name in tree.order])
 
 
-def bump(tree: TenantTree, usage: Rollup, tenant: str, d_uj: int, d_mdev: int) -> Rollup:
+def bump(tree: TenantTree, usage: Rollup, tenant: str, d_uj: int, d_mdev: int, edit: Edit | None = None) -> Rollup:
     """Add (d_uj, d_mdev) to `tenant`'s direct usage, fixing its ancestors
     (by position: this runs on every admission and settlement)."""
     if not d_uj and not d_mdev:
         return usage
-    values = list(usage.values)
+    values = usage.values
+    if edit is None or id(values) not in edit.owned:
+        values = list(values)
+        if edit is not None:
+            edit.own(values)
     (g_uj, g_mdev), lend = tree.guarantees, tree.lend_limits
     in_uj, in_mdev, d_locked, direct_uj, direct_mdev = d_uj, d_mdev, 0, d_uj, d_mdev
     for at in tree.at_path[tenant]:
@@ -162,4 +168,4 @@ def bump(tree: TenantTree, usage: Rollup, tenant: str, d_uj: int, d_mdev: int) -
         in_uj = min(g, inner_uj) - min(g, o_inner_uj)
         in_mdev = min(g_mdev[at], inner_mdev) - min(g_mdev[at], o_inner_mdev)
         d_locked = 0 if limit is None else _held(g, limit, total_uj) - _held(g, limit, o_total_uj)
-    return Rollup(usage.index, tuple(values))
+    return usage if values is usage.values else Rollup(usage.index, values)

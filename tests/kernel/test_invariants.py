@@ -10,8 +10,11 @@ from hypothesis import strategies as st
 from strategies import base, drive, operations, trees
 
 from protos.energy import Grade
-from scheduler.kernel import ClaimAdmitted, ClaimState, Preempted, Reason, apply, event_from_body, rebuild
+from scheduler.kernel import ClaimAdmitted, ClaimState, Preempted, Reason, apply, event_from_body, rebuild, schedule
 from scheduler.kernel.events import ClaimSubmitted
+from scheduler.kernel.pmap import PMap
+from scheduler.kernel.sortedseq import SortedSeq
+from scheduler.kernel.tree import Rollup
 
 
 def _admitted(state):
@@ -171,3 +174,28 @@ def test_reasons_cover_each_pending_claim_once(tenants, ops):
         ids = [c for c, _ in decision.reasons]
         assert len(ids) == len(set(ids))
         assert all(r is not Reason.REASON_UNSPECIFIED for _, r in decision.reasons)
+
+
+def _contents(value):
+    """A plain copy of a state's contents, to compare after the fact."""
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return tuple(_contents(v) for v in value)
+    if isinstance(value, PMap):
+        return {k: _contents(v) for k, v in value.items()}
+    if isinstance(value, (SortedSeq, list)):
+        return [_contents(v) for v in value]
+    if isinstance(value, Rollup):
+        return list(value.values)
+    return value
+
+
+@given(trees(), operations)
+def test_a_schedule_pass_leaves_its_input_untouched(tenants, ops):
+    """schedule edits its batch in place (edit.py): the state it starts from
+    reads the same afterwards, and the state it returns is the persistent
+    fold of its events."""
+    for state in drive(base(tenants), ops).states:
+        before = _contents(state)
+        decision = schedule(state, 0)
+        assert _contents(state) == before
+        assert decision.state == reduce(apply, decision.events, state)

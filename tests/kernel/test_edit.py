@@ -1,0 +1,73 @@
+"""Edit sessions (scheduler/kernel/edit.py): changes made in place under an
+Edit give the same contents as the persistent operations, and never touch a
+structure the edit did not make: the map or sequence a batch starts from, and
+anything shared with it, reads the same afterwards."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scheduler.kernel.edit import Edit
+from scheduler.kernel.freeindex import FreeIndex, _ceiling
+from scheduler.kernel.pmap import PMap
+from scheduler.kernel.sortedseq import SortedSeq
+
+map_ops = st.lists(st.tuples(st.booleans(), st.integers(0, 600), st.integers()), max_size=300)
+
+
+@settings(max_examples=40)
+@given(st.dictionaries(st.integers(0, 600), st.integers(), max_size=400), map_ops)
+def test_a_map_edited_in_place_equals_the_persistent_one(start, ops):
+    base = PMap(start)
+    persistent, edited, edit, model = base, base, Edit(), dict(start)
+    first_batch = None
+    for n, (put, key, value) in enumerate(ops):
+        if n == len(ops) // 2:  # a second batch, from what the first left
+            first_batch, edit = (edited, dict(model)), Edit()
+        if put:
+            persistent, edited = persistent.set(key, value), edited.set(key, value, edit)
+            model[key] = value
+        elif key in model:
+            persistent, edited = persistent.delete(key), edited.delete(key, edit)
+            del model[key]
+    assert dict(edited.items()) == dict(persistent.items()) == model
+    assert len(edited) == len(model)
+    assert dict(base.items()) == start and len(base) == len(start)
+    if first_batch is not None:
+        assert dict(first_batch[0].items()) == first_batch[1]
+
+
+keys = st.tuples(st.integers(0, 8), st.integers(0, 50), st.integers(0, 50), st.integers(0, 50),
+                 st.integers(0, 400).map(lambda n: f"w{n:03}"))
+
+
+@settings(max_examples=40)
+@given(st.lists(keys, max_size=400, unique_by=lambda k: k[4]),
+       st.lists(st.tuples(st.integers(0, 10 ** 6), keys), max_size=300), st.booleans())
+def test_a_sequence_edited_in_place_equals_a_sorted_list(start, changes, free_index):
+    kind = FreeIndex if free_index else SortedSeq
+    base = kind(start)
+    seq, edit, model = base, Edit(), sorted(start)
+    first_batch = None
+    for n, (pick, new) in enumerate(changes):
+        if n == len(changes) // 2:  # a second batch, from what the first left
+            first_batch, edit = (seq, list(model)), Edit()
+        old = model[pick % len(model)] if model and pick % 3 else None
+        if new in model or any(k[4] == new[4] for k in model if k != old):
+            new = None
+        if old is None and new is None:
+            continue
+        seq = seq.replace(old, new, edit)
+        model = sorted([k for k in model if k != old] + ([new] if new is not None else []))
+    assert list(seq) == model and len(seq) == len(model)
+    assert list(seq._maxes) == [block[-1] for block in seq._blocks] and all(seq._blocks)
+    assert all(len(block) <= 128 for block in seq._blocks)
+    if free_index:
+        assert list(seq._ceilings) == [_ceiling(block) for block in seq._blocks]
+    assert list(base) == sorted(start)
+    if first_batch is not None:
+        assert list(first_batch[0]) == first_batch[1]
+    # and the persistent operations still work on what the batch left
+    if model:
+        assert list(seq.remove(model[0])) == model[1:]
