@@ -202,77 +202,88 @@ def evaluate(state: ClusterState, claim: Claim, now_ns: int = 0, *, gang_ok: boo
              may_preempt: bool = True, record: bool = True) -> Evaluation:
     """Judge one pending claim. `gang_ok` is the gang step's verdict, decided
     by the caller; gangs do not preempt (may_preempt=False). Without
-    `record` the checks are not built (a decision needs only the outcome)."""
-    spec, tree, checks = claim.spec, state.tree, []
-
-    def add(make) -> None:
-        if record:
-            checks.append(make())
+    `record` the checks are not built (a decision needs only the outcome,
+    and this runs for every pending claim in every pass)."""
+    spec, tree, usage = claim.spec, state.tree, state.usage
+    checks: list[EntitlementCheck] = []
     hold = hold_for(state, spec) if spec.tenant in tree.nodes else KernelError(
         ErrorCode.UNKNOWN_TENANT, "tenant", f"tenant {spec.tenant!r} is not in the tree")
     if isinstance(hold, KernelError):
-        add(lambda: EntitlementCheck(CheckStep.VALIDATE, False, detail=str(hold), reason=Reason.INVALID))
+        if record:
+            checks.append(EntitlementCheck(CheckStep.VALIDATE, False, detail=str(hold), reason=Reason.INVALID))
         return Evaluation(Reason.INVALID, _skipped(checks))
     hold_uj, grade = hold
-    add(lambda: EntitlementCheck(CheckStep.VALIDATE, True, node=spec.tenant, hold=hold_uj, grade=grade))
-    add(lambda: EntitlementCheck(CheckStep.GANG_COMPLETE, gang_ok, node=spec.tenant,
-                                   reason=Reason.REASON_UNSPECIFIED if gang_ok else Reason.GANG_INCOMPLETE,
-                                   detail="" if gang_ok else f"gang {spec.gang_id!r} waits for its members"))
+    if record:
+        checks += (EntitlementCheck(CheckStep.VALIDATE, True, node=spec.tenant, hold=hold_uj, grade=grade),
+                   EntitlementCheck(CheckStep.GANG_COMPLETE, gang_ok, node=spec.tenant,
+                                    reason=Reason.REASON_UNSPECIFIED if gang_ok else Reason.GANG_INCOMPLETE,
+                                    detail="" if gang_ok else f"gang {spec.gang_id!r} waits for its members"))
     if not gang_ok:
         return Evaluation(Reason.GANG_INCOMPLETE, _skipped(checks), hold_uj, grade)
 
     mdev = spec.resources.gpu_mdev
-    fast = within_guarantees(tree, state.usage, spec.tenant, hold_uj, mdev)
-    own_d = own_pass(tree, state.usage, spec.tenant, MDEV, mdev, fast)
-    dev = own_d if own_d.ok else total_fit(tree, state.usage, spec.tenant, MDEV, mdev, True)
-    add(lambda: _check(CheckStep.DEVICES_ENTITLEMENT_CHECK, dev, mdev, None, Reason.DEVICES_ENTITLEMENT,
-                         "milli-devices within guarantee" if own_d.ok else "milli-devices beyond guarantee: borrowed"))
+    fast = within_guarantees(tree, usage, spec.tenant, hold_uj, mdev)
+    own_d = own_pass(tree, usage, spec.tenant, MDEV, mdev, fast)
+    dev = own_d if own_d.ok else total_fit(tree, usage, spec.tenant, MDEV, mdev, True)
+    if record:
+        checks.append(_check(CheckStep.DEVICES_ENTITLEMENT_CHECK, dev, mdev, None, Reason.DEVICES_ENTITLEMENT,
+                             "milli-devices within guarantee" if own_d.ok else "milli-devices beyond guarantee: borrowed"))
     if not dev.ok:
         return Evaluation(Reason.DEVICES_ENTITLEMENT, _skipped(checks), hold_uj, grade)
 
-    own_e = own_pass(tree, state.usage, spec.tenant, UJ, hold_uj, fast)
-    add(lambda: _check(CheckStep.ENERGY_OWN_PASS_CHECK, own_e, hold_uj, grade, Reason.ENERGY_OWN_PASS,
-                         "within its own guarantee" if own_e.ok else f"above the guarantee of {own_e.node!r}"))
+    own_e = own_pass(tree, usage, spec.tenant, UJ, hold_uj, fast)
+    if record:
+        checks.append(_check(CheckStep.ENERGY_OWN_PASS_CHECK, own_e, hold_uj, grade, Reason.ENERGY_OWN_PASS,
+                             "within its own guarantee" if own_e.ok else f"above the guarantee of {own_e.node!r}"))
     borrowing = not (own_e.ok and own_d.ok)
     victims: Victims | None = None
     if fast:
-        victims = Victims((), state)
+        pass  # within every guarantee on the path: nothing to borrow, nobody to preempt
     elif not borrowing:
         blocking = _own_fits(claim, hold_uj)
         victims = choose(state, lambda: reclaim_candidates(state, claim) if may_preempt else [],
                          blocking, _preempter(claim, now_ns), blocking(state))
         if victims is None:
-            checks[-1:] = [EntitlementCheck(CheckStep.ENERGY_OWN_PASS_CHECK, False, True, own_e.node, own_e.guarantee,
-                                          own_e.usage, hold_uj, 0, None, grade,
-                                          "its guarantee is in use by claims that may not be preempted for it",
-                                          Reason.ENERGY_OWN_PASS)] if record else []
+            if record:
+                checks[-1] = EntitlementCheck(CheckStep.ENERGY_OWN_PASS_CHECK, False, True, own_e.node,
+                                              own_e.guarantee, own_e.usage, hold_uj, 0, None, grade,
+                                              "its guarantee is in use by claims that may not be preempted for it",
+                                              Reason.ENERGY_OWN_PASS)
             return Evaluation(Reason.ENERGY_OWN_PASS, _skipped(checks), hold_uj, grade)
     else:
         estimator = grade is Grade.Estimator
-        add(lambda: EntitlementCheck(CheckStep.ESTIMATOR_GRADE_CHECK, not estimator, node=spec.tenant,
-                                       hold=hold_uj, grade=grade,
-                                       reason=Reason.ESTIMATOR_MAY_NOT_BORROW if estimator else Reason.REASON_UNSPECIFIED,
-                                       detail="an Estimator estimate may not borrow" if estimator else ""))
+        if record:
+            checks.append(EntitlementCheck(
+                CheckStep.ESTIMATOR_GRADE_CHECK, not estimator, node=spec.tenant, hold=hold_uj, grade=grade,
+                reason=Reason.ESTIMATOR_MAY_NOT_BORROW if estimator else Reason.REASON_UNSPECIFIED,
+                detail="an Estimator estimate may not borrow" if estimator else ""))
         failure = Reason.ESTIMATOR_MAY_NOT_BORROW
         if not estimator:
-            surplus = total_fit(tree, state.usage, spec.tenant, UJ, hold_uj, True)
-            add(lambda: _check(CheckStep.ENERGY_SURPLUS_PASS_CHECK, surplus, hold_uj, grade, Reason.ENERGY_SURPLUS,
-                                 "borrowed from surplus" if surplus.ok else f"beyond what {surplus.node!r} may borrow"))
+            surplus = total_fit(tree, usage, spec.tenant, UJ, hold_uj, True)
+            if record:
+                checks.append(_check(CheckStep.ENERGY_SURPLUS_PASS_CHECK, surplus, hold_uj, grade,
+                                     Reason.ENERGY_SURPLUS, "borrowed from surplus" if surplus.ok
+                                     else f"beyond what {surplus.node!r} may borrow"))
             failure = Reason.REASON_UNSPECIFIED if surplus.ok else Reason.ENERGY_SURPLUS
         if failure is not Reason.REASON_UNSPECIFIED:
+            # outranking claims of its own tenant may be preempted to make the own pass fit
+            candidates = priority_candidates(state, claim) if may_preempt else []
+            if not candidates:
+                return Evaluation(failure, _skipped(checks), hold_uj, grade)
             # what blocks here is the first failing own pass, as _own_fits would find it
             own = own_e if not own_e.ok else own_d
             blocked = Blocker("own_pass", UJ if own is own_e else MDEV, own.node, own.usage)
-            victims = choose(state, lambda: priority_candidates(state, claim) if may_preempt else [],
-                             _own_fits(claim, hold_uj), _preempter(claim, now_ns), blocked)
+            victims = choose(state, lambda: candidates, _own_fits(claim, hold_uj), _preempter(claim, now_ns),
+                             blocked)
             if victims is None:
                 return Evaluation(failure, _skipped(checks), hold_uj, grade)
             borrowing = False
     target = victims.state if victims else state
     placed = place(target.workers, target.loads, target.free_index, spec)
-    add(lambda: EntitlementCheck(CheckStep.PLACEMENT_CHECK, placed is not None, node=spec.tenant,
-                                   reason=Reason.REASON_UNSPECIFIED if placed else Reason.NO_ELIGIBLE_WORKER,
-                                   detail=f"placed on {placed[0]!r}" if placed else "no worker can take it"))
+    if record:
+        checks.append(EntitlementCheck(CheckStep.PLACEMENT_CHECK, placed is not None, node=spec.tenant,
+                                       reason=Reason.REASON_UNSPECIFIED if placed else Reason.NO_ELIGIBLE_WORKER,
+                                       detail=f"placed on {placed[0]!r}" if placed else "no worker can take it"))
     if placed is None:
         return Evaluation(Reason.NO_ELIGIBLE_WORKER, _skipped(checks), hold_uj, grade)
     return Evaluation(Reason.ADMISSIBLE, tuple(checks), hold_uj, grade, borrowing,

@@ -59,6 +59,7 @@ def _writable(node: dict, owned: dict | None) -> dict:
 
 
 def _set(node: dict, h: int, shift: int, key: Any, value: Any, owned: dict | None) -> tuple[dict, bool]:
+    # _writable inlined: this is every claim, load and index write
     if type(node) is _Branch:
         index = (h >> shift) & _MASK
         child = node.get(index)
@@ -68,15 +69,19 @@ def _set(node: dict, h: int, shift: int, key: Any, value: Any, owned: dict | Non
                 owned[id(new_child)] = new_child
         else:
             new_child, added = _set(child, h, shift + _BITS, key, value, owned)
-        new = _writable(node, owned)
-        new[index] = new_child
-        return new, added
+            if new_child is child:
+                return node, added  # changed in place below: so is this path, which the edit made
+        if owned is None or id(node) not in owned:
+            node = _writable(node, owned)
+        node[index] = new_child
+        return node, added
     added = key not in node
-    new = _writable(node, owned)
-    new[key] = value
-    if added and len(new) > _LEAF_MAX and shift < _MAX_SHIFT:
-        return _split(new, shift, owned), True
-    return new, added
+    if owned is None or id(node) not in owned:
+        node = _writable(node, owned)
+    node[key] = value
+    if added and len(node) > _LEAF_MAX and shift < _MAX_SHIFT:
+        return _split(node, shift, owned), True
+    return node, added
 
 
 def _delete(node: dict, h: int, shift: int, key: Any, owned: dict | None) -> dict | None:

@@ -59,11 +59,8 @@ class SortedSeq:
 
     def _shrunk(self, key: Any) -> tuple[int, tuple]:
         """(the block number holding `key`, that block without it)."""
-        i = bisect_left(self._maxes, key)
-        block = self._blocks[i] if i < len(self._blocks) else ()
-        j = bisect_left(block, key)
-        if j == len(block) or block[j] != key:
-            raise KeyError(key)
+        i, j = self._locate(key)
+        block = self._blocks[i]
         return i, (*block[:j], *block[j + 1:])
 
     def remove(self, key: Any, edit: Edit | None = None) -> SortedSeq:
@@ -79,10 +76,7 @@ class SortedSeq:
         if old == new:
             return self
         if edit is not None:
-            out = self._writable(edit)
-            if old is not None:
-                out._pop(old, edit)
-            return out if new is None else out._insert(new, edit)
+            return self._writable(edit)._move(old, new, edit)
         if old is None:
             return self.add(new)
         i, shrunk = self._shrunk(old)
@@ -133,11 +127,16 @@ class SortedSeq:
             self._changed(i, None, key)
         return self
 
-    def _pop(self, key: Any, edit: Edit) -> SortedSeq:
+    def _locate(self, key: Any) -> tuple[int, int]:
+        """(block number, position in it) of a key that is present."""
         i = bisect_left(self._maxes, key)
         j = bisect_left(self._blocks[i], key) if i < len(self._blocks) else 0
         if i == len(self._blocks) or j == len(self._blocks[i]) or self._blocks[i][j] != key:
             raise KeyError(key)
+        return i, j
+
+    def _pop(self, key: Any, edit: Edit) -> SortedSeq:
+        i, j = self._locate(key)
         block = self._block(i, edit)
         del block[j]
         self._len -= 1
@@ -147,6 +146,21 @@ class SortedSeq:
         else:
             del self._blocks[i], self._maxes[i]
             self._dropped(i)
+        return self
+
+    def _move(self, old: Any | None, new: Any | None, edit: Edit) -> SortedSeq:
+        """replace() in place; within one block when `new` sorts into the
+        block `old` leaves (a worker's free key moving a little)."""
+        if old is None or new is None:
+            return self._insert(new, edit) if old is None else self._pop(old, edit)
+        i, j = self._locate(old)
+        if min(bisect_left(self._maxes, new), len(self._blocks) - 1) != i:
+            return self._pop(old, edit)._insert(new, edit)
+        block = self._block(i, edit)
+        del block[j]
+        insort(block, new)
+        self._maxes[i] = block[-1]
+        self._changed(i, old, new)
         return self
 
     # hooks for what a subclass keeps per block (FreeIndex: ceilings)
