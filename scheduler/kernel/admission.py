@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from protos.energy import MDEV_PER_DEVICE, Grade
 
@@ -146,10 +147,10 @@ def release(state: ClusterState, claim_id: str, now_ns: int) -> Released | Kerne
     return settle(state, claim_id, now_ns)
 
 
-@dataclass(frozen=True, slots=True)
-class Evaluation:
+class Evaluation(NamedTuple):
     """One claim judged against one state: the reason (ADMISSIBLE when it
-    would be admitted), the checks behind it, and what admitting it takes."""
+    would be admitted), the checks behind it, and what admitting it takes.
+    A NamedTuple: one is made per pending claim in every pass."""
 
     reason: Reason
     checks: tuple[EntitlementCheck, ...] = ()

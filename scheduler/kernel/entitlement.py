@@ -85,9 +85,11 @@ def _pool_and_share(tree: TenantTree, values, parent: int, child: int, dim: str,
     borrowers = []
     for k in tree.kids[parent]:
         used = values[k][total] + (amount if k == child else 0)
-        pool -= min(used, g[k])
         if used > g[k]:
+            pool -= g[k]
             borrowers.append(k)
+        else:
+            pool -= used
     if child not in borrowers or pool <= 0:
         return 0
     weight_sum = sum(weights[k] for k in borrowers)

@@ -11,7 +11,6 @@ priority in the same tenant, so no two claims can preempt each other in turn.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import NamedTuple
 from functools import cmp_to_key
 
@@ -66,8 +65,7 @@ def priority_candidates(state: ClusterState, claim: Claim) -> list[Claim]:
     return ordered(state.claims[c] for c, priority in ids.items() if priority < claim.spec.priority)
 
 
-@dataclass(frozen=True, slots=True)
-class Victims:
+class Victims(NamedTuple):
     claims: tuple[Claim, ...]
     state: ClusterState  # the state with them removed
 

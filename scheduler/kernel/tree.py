@@ -164,8 +164,10 @@ def bump(tree: TenantTree, usage: Rollup, tenant: str, d_uj: int, d_mdev: int, e
         values[at] = tuple.__new__(NodeUsage, (o_direct_uj + direct_uj, total_uj, inner_uj, o_locked + d_locked,
                                                o_direct_mdev + direct_mdev, o_total_mdev + d_mdev, inner_mdev))
         direct_uj = direct_mdev = 0  # only the tenant's own direct usage changes
-        g, limit = g_uj[at], lend[at]
-        in_uj = min(g, inner_uj) - min(g, o_inner_uj)
-        in_mdev = min(g_mdev[at], inner_mdev) - min(g_mdev[at], o_inner_mdev)
+        # what the parent's inner usage gains: this node's, capped at its guarantee
+        # (conditionals rather than min(): four calls per node add up here)
+        g, g_m, limit = g_uj[at], g_mdev[at], lend[at]
+        in_uj = (g if inner_uj > g else inner_uj) - (g if o_inner_uj > g else o_inner_uj)
+        in_mdev = (g_m if inner_mdev > g_m else inner_mdev) - (g_m if o_inner_mdev > g_m else o_inner_mdev)
         d_locked = 0 if limit is None else _held(g, limit, total_uj) - _held(g, limit, o_total_uj)
     return usage if values is usage.values else Rollup(usage.index, values)
