@@ -224,6 +224,8 @@ def evaluate(state: ClusterState, claim: Claim, now_ns: int = 0, *, gang_ok: boo
 
     mdev = spec.resources.gpu_mdev
     fast = within_guarantees(tree, usage, spec.tenant, hold_uj, mdev)
+    if fast and not record:
+        return _placement(state, spec, hold_uj, grade, False, None, None)  # every check passes: the usual admission
     own_d = own_pass(tree, usage, spec.tenant, MDEV, mdev, fast)
     dev = own_d if own_d.ok else total_fit(tree, usage, spec.tenant, MDEV, mdev, True)
     if record:
@@ -279,15 +281,22 @@ def evaluate(state: ClusterState, claim: Claim, now_ns: int = 0, *, gang_ok: boo
             if victims is None:
                 return Evaluation(failure, _skipped(checks), hold_uj, grade)
             borrowing = False
+    return _placement(state, spec, hold_uj, grade, borrowing, victims, checks if record else None)
+
+
+def _placement(state: ClusterState, spec: ClaimSpec, hold_uj: int, grade: Grade, borrowing: bool,
+               victims: Victims | None, checks: list[EntitlementCheck] | None) -> Evaluation:
+    """The last step: a worker for the claim, in the state its victims (if
+    any) leave; `checks` is None when they are not recorded."""
     target = victims.state if victims else state
     placed = place(target.workers, target.loads, target.free_index, spec)
-    if record:
+    if checks is not None:
         checks.append(EntitlementCheck(CheckStep.PLACEMENT_CHECK, placed is not None, node=spec.tenant,
                                        reason=Reason.REASON_UNSPECIFIED if placed else Reason.NO_ELIGIBLE_WORKER,
                                        detail=f"placed on {placed[0]!r}" if placed else "no worker can take it"))
     if placed is None:
-        return Evaluation(Reason.NO_ELIGIBLE_WORKER, _skipped(checks), hold_uj, grade)
-    return Evaluation(Reason.ADMISSIBLE, tuple(checks), hold_uj, grade, borrowing,
+        return Evaluation(Reason.NO_ELIGIBLE_WORKER, _skipped(checks or []), hold_uj, grade)
+    return Evaluation(Reason.ADMISSIBLE, tuple(checks or ()), hold_uj, grade, borrowing,
                       victims.claims if victims else (), placed[0], placed[1])
 
 
