@@ -175,13 +175,25 @@ class PMap(Mapping):
         return [value for _, value in _entries(self._root)]
 
     def set(self, key: Any, value: Any, edit: Edit | None = None) -> PMap:
-        root, added = _set(self._root, hash(key), 0, key, value, edit and edit.owned)
-        return PMap._make(root, self._len + added)
+        if edit is None:
+            root, added = _set(self._root, hash(key), 0, key, value, None)
+            return PMap._make(root, self._len + added)
+        root, added = _set(self._root, hash(key), 0, key, value, edit.owned)
+        return self._edited(root, self._len + added, edit)
 
     def delete(self, key: Any, edit: Edit | None = None) -> PMap:
         if key not in self:
             raise KeyError(key)
-        return PMap._make(_delete(self._root, hash(key), 0, key, edit and edit.owned) or _Leaf(), self._len - 1)
+        root = _delete(self._root, hash(key), 0, key, edit and edit.owned) or _Leaf()
+        return PMap._make(root, self._len - 1) if edit is None else self._edited(root, self._len - 1, edit)
+
+    def _edited(self, root: dict, length: int, edit: Edit) -> PMap:
+        """Under an edit the map object itself is the batch's too: changed in
+        place once made, so a caller can tell an unchanged identity."""
+        if id(self) in edit.owned:
+            self._root, self._len = root, length
+            return self
+        return edit.own(PMap._make(root, length))
 
     def discard(self, key: Any) -> PMap:
         return self.delete(key) if key in self else self

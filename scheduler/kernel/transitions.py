@@ -69,8 +69,11 @@ def _reserved(state: ClusterState, worker: Worker, claim: Claim, devices: tuple[
 
 def _open_set(state: ClusterState, claim: Claim, present: bool, edit: Edit | None) -> PMap:
     tenant = claim.tenant
-    ids = state.open_by_tenant.get(tenant) or _NO_CLAIMS
-    ids = ids.set(claim.claim_id, claim.spec.priority, edit) if present else ids.delete(claim.claim_id, edit)
+    old = state.open_by_tenant.get(tenant)
+    ids = (old or _NO_CLAIMS).set(claim.claim_id, claim.spec.priority, edit) if present else old.delete(
+        claim.claim_id, edit)
+    if ids is old and ids:
+        return state.open_by_tenant  # changed in place under the edit
     return state.open_by_tenant.set(tenant, ids, edit) if ids else state.open_by_tenant.delete(tenant, edit)
 
 
