@@ -92,11 +92,18 @@ def _pool_and_share(tree: TenantTree, values, parent: int, child: int, dim: str,
             pool -= used
     if child not in borrowers or pool <= 0:
         return 0
+    if len(borrowers) == 1:
+        return pool
     weight_sum = sum(weights[k] for k in borrowers)
-    floors = sum(pool * weights[k] // weight_sum for k in borrowers)
-    rank_key = (-(pool * weights[child] % weight_sum), child)
-    ahead = sum(1 for k in borrowers if (-(pool * weights[k] % weight_sum), k) < rank_key)
-    return pool * weights[child] // weight_sum + (ahead < pool - floors)
+    mine = pool * weights[child]
+    my_rest = mine % weight_sum
+    floors = ahead = 0  # Σ floor shares; borrowers ranked before the child for the leftover units
+    for k in borrowers:
+        share = pool * weights[k]
+        floors += share // weight_sum
+        rest = share % weight_sum
+        ahead += rest > my_rest or (rest == my_rest and k < child)
+    return mine // weight_sum + (ahead < pool - floors)
 
 
 def total_fit(tree: TenantTree, usage, tenant: str, dim: str, amount: int, borrowing: bool) -> Fit:

@@ -61,8 +61,11 @@ def reclaim_candidates(state: ClusterState, claim: Claim) -> list[Claim]:
 def priority_candidates(state: ClusterState, claim: Claim) -> list[Claim]:
     """The tenant's open claims of lower priority: filtered on the priorities
     `open_by_tenant` keeps, so only candidates are looked up."""
-    ids = state.open_by_tenant.get(claim.tenant, {})
-    return ordered(state.claims[c] for c, priority in ids.items() if priority < claim.spec.priority)
+    ids = state.open_by_tenant.get(claim.tenant)
+    if not ids:
+        return []
+    outranked = [c for c, priority in ids.items() if priority < claim.spec.priority]
+    return ordered(state.claims[c] for c in outranked) if outranked else []
 
 
 class Victims(NamedTuple):
