@@ -14,7 +14,7 @@ from typing import Any
 
 from .edit import Edit
 
-_BITS = 6
+_BITS = 5
 _MASK = (1 << _BITS) - 1
 _LEAF_MAX = 32
 _MAX_SHIFT = 64
