@@ -129,11 +129,15 @@ def adjust(worker: Worker, load: WorkerLoad, claim_id: str, spec: ClaimSpec,
            devices: tuple[DeviceShare, ...], sign: int) -> WorkerLoad:
     """A load with one claim's reservation added (sign 1) or removed (-1)."""
     req = spec.resources
-    used = list(load.device_used or (0,) * len(worker.devices))
-    position = {d.device_id: i for i, d in enumerate(worker.devices)}
-    for share in devices:
-        if share.device_id in position:  # a device gone on re-registration holds nothing
-            used[position[share.device_id]] += sign * share.mdev
+    used = load.device_used or (0,) * len(worker.devices)
+    if devices:
+        used = list(used)
+        for device_id, mdev in devices:
+            for i, device in enumerate(worker.devices):
+                if device.device_id == device_id:  # a device gone on re-registration holds nothing
+                    used[i] += sign * mdev
+                    break
+        used = tuple(used)
     active = list(load.active)
     if sign > 0:
         insort(active, claim_id)
@@ -141,7 +145,7 @@ def adjust(worker: Worker, load: WorkerLoad, claim_id: str, spec: ClaimSpec,
         active.remove(claim_id)
     exclusive = spec.placement is Placement.PLACEMENT_EXCLUSIVE
     return WorkerLoad(load.cpu_millis + sign * req.cpu_millis, load.memory_mb + sign * req.memory_mb,
-                      load.disk_mb + sign * req.disk_mb, tuple(used), tuple(active),
+                      load.disk_mb + sign * req.disk_mb, used, tuple(active),
                       load.exclusive + (sign if exclusive else 0))
 
 
