@@ -62,7 +62,7 @@ def explain(state: ClusterState, claim_id: str, now_ns: int = 0) -> Explanation 
         reason = gangs.decide_gang(state, gangs.members(state, gang_id), now_ns)[0]
     # one walk of each map into a dict, then every step per worker in C
     # (map, zip, tuple.__new__) but the verdict itself
-    ids, by_id, loads = state.worker_ids, dict(state.workers.items()), dict(state.loads.items())
+    ids, by_id, loads = state.worker_ids, state.workers.to_dict(), state.loads.to_dict()
     capacities, worker_loads = list(map(by_id.__getitem__, ids)), list(map(loads.__getitem__, ids))
     whys = list(map(reasoner(claim.spec), capacities, worker_loads))
     oks = map(is_, whys, repeat(Reason.ADMISSIBLE))

@@ -98,20 +98,27 @@ def _delete(node: dict, h: int, shift: int, key: Any, owned: dict | None) -> dic
     return new
 
 
-def _entries(root: dict) -> list[tuple[Any, Any]]:
-    """Every (key, value), leaves appended whole: a loop, not a recursive
-    generator, since explain and the views walk maps of every worker."""
+def _leaves(root: dict) -> list[_Leaf]:
+    """Every leaf: a loop, not a recursive generator, since explain and the
+    views walk maps of every worker."""
     if type(root) is not _Branch:
-        return list(root.items())
+        return [root]
     out, branches = [], [root]
     while branches:
         # a branch's children are mostly leaves (a split leaf spreads its
-        # 17 keys over up to 32): take them as they come, stack only branches
+        # keys over up to 32): take them as they come, stack only branches
         for child in branches.pop().values():
             if type(child) is _Branch:
                 branches.append(child)
             else:
-                out.extend(child.items())
+                out.append(child)
+    return out
+
+
+def _entries(root: dict) -> list[tuple[Any, Any]]:
+    out: list = []
+    for leaf in _leaves(root):
+        out.extend(leaf.items())
     return out
 
 
@@ -172,7 +179,15 @@ class PMap(Mapping):
         return _entries(self._root)
 
     def values(self):  # type: ignore[override]
-        return [value for _, value in _entries(self._root)]
+        return [value for leaf in _leaves(self._root) for value in leaf.values()]
+
+    def to_dict(self) -> dict:
+        """A plain dict of the same entries, merged leaf by leaf (explain
+        looks up every worker in one)."""
+        out: dict = {}
+        for leaf in _leaves(self._root):
+            out.update(leaf)
+        return out
 
     def set(self, key: Any, value: Any, edit: Edit | None = None) -> PMap:
         if edit is None:
