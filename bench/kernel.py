@@ -149,7 +149,8 @@ class Size:
 
     def time(self) -> None:
         if self.queued is not None:
-            decided, seconds = best_seconds(1, schedule, self.queued, 2)
+            # back to back, as a scheduler's passes run: the first of a turn starts cold
+            decided, seconds = best_seconds(3, schedule, self.queued, 2)
             self.decide_s, self.decisions = min(self.decide_s, seconds), len(decided.reasons)
         self.explain_s = min(self.explain_s, best_seconds(3, explain, self.probe, "probe")[1])
 
@@ -169,7 +170,7 @@ class Size:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="reference size only, fewer runs")
-    parser.add_argument("--rounds", type=int, default=7, help="turns in which every size is timed once")
+    parser.add_argument("--rounds", type=int, default=5, help="turns in which every size is timed")
     parser.add_argument("--explain-at", nargs=2, type=int, metavar=("WORKERS", "CLAIMS"),
                         help="print one explain's best ms at this size alone (a process of its own)")
     args = parser.parse_args()
