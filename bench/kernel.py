@@ -12,7 +12,9 @@ claims (`rebuild`), instead of reading the ones `apply` maintains.
 Every timing is the process's CPU time (`time.process_time`), the best of
 several runs, as `timeit` reports: on a shared machine the other tenants'
 load only ever adds time, so the least disturbed run is the best estimate of
-the code's own cost. Wall-clock medians on the 2-core box swung 2-3x.
+the code's own cost (wall-clock medians on the 2-core box swung 2-3x). Each
+size runs in a process of its own, as a scheduler holds one cluster, and the
+sizes take turns (--rounds) so that a slow spell hits them all alike.
 
     .venv/bin/python bench/kernel.py [--quick]
 """
@@ -20,11 +22,11 @@ the code's own cost. Wall-clock medians on the 2-core box swung 2-3x.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from functools import reduce
 
 from scheduler.kernel import (ClaimSpec, ClusterState, ConfigApplied, Device, Reason, Resources, Tenant, Worker,
@@ -123,98 +125,81 @@ def with_probe(state: ClusterState, leaves: list[str]) -> ClusterState:
     return submit_all(state, [ClaimSpec("probe", leaves[0], Resources(cpu_millis=1, gpu_mdev=1000), estimate_uj=1)])
 
 
-@dataclass
-class Size:
-    """One cluster size: the queue a pass decides, the state an explain reads,
-    and the best times seen (the sizes are timed in turns, see main)."""
+def measure(workers: int, open_claims: int, fresh: int, peer_decisions: int) -> dict:
+    """One size, in this process alone: a pass over `fresh` new claims three
+    times back to back (as a scheduler's passes run), an explain twelve
+    times; the peers once when `peer_decisions` is set. fresh=0: explain only."""
+    state, leaves, per_worker = build(workers, open_claims)
+    out = {"open": sum(len(ids) for ids in state.open_by_tenant.values())}
+    queued = submit_all(state, [claim(open_claims + i, leaves, per_worker) for i in range(fresh)])
+    tune_collector()   # as pool-scheduler does once its state is replayed
+    if fresh:
+        decided, out["decide_s"] = best_seconds(3, schedule, queued, 2)
+        out["decisions"], state = len(decided.reasons), decided.state
+    probe = with_probe(state, leaves)
+    out["explain_s"] = best_seconds(12, explain, probe, "probe")[1]
+    if peer_decisions:
+        out["peer_decisions_s"] = best_seconds(1, naive_decide, queued, peer_decisions, 2)[1] / peer_decisions
+        out["peer_explain_s"] = best_seconds(1, lambda: explain(rebuild(probe), "probe"))[1]
+    return out
 
-    label: str
-    workers: int
-    open_claims: int
-    queued: ClusterState | None = None   # None: measured for explain only
-    probe: ClusterState | None = None
-    decide_s: float = math.inf
-    explain_s: float = math.inf
-    decisions: int = 0
 
-    @classmethod
-    def make(cls, label: str, workers: int, open_claims: int, fresh: int) -> Size:
-        state, leaves, per_worker = build(workers, open_claims)
-        size = cls(label, workers, sum(len(ids) for ids in state.open_by_tenant.values()))
-        if fresh:
-            size.queued = submit_all(state, [claim(open_claims + i, leaves, per_worker) for i in range(fresh)])
-            state = schedule(size.queued, 2).state
-        size.probe = with_probe(state, leaves)
-        return size
+def in_turns(sizes: dict, rounds: int) -> dict:
+    """Each size measured in a process of its own (a scheduler holds one
+    cluster, and a larger heap beside it slows every walk), `rounds` times in
+    turns so that a slow spell of the machine hits every size; the best of
+    each figure, and the peers from the first turn."""
+    best: dict = {}
+    for turn in range(rounds):
+        for label, (workers, claims, fresh, peer) in sizes.items():
+            command = [sys.executable, __file__, "--size", str(workers), str(claims), str(fresh),
+                       str(peer if turn == 0 else 0)]
+            got = json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
+            mine = best.setdefault(label, got)
+            for key, value in got.items():
+                mine[key] = min(mine[key], value) if key.endswith("_s") else value
+    return best
 
-    def time(self) -> None:
-        if self.queued is not None:
-            # back to back, as a scheduler's passes run: the first of a turn starts cold
-            decided, seconds = best_seconds(3, schedule, self.queued, 2)
-            self.decide_s, self.decisions = min(self.decide_s, seconds), len(decided.reasons)
-        self.explain_s = min(self.explain_s, best_seconds(3, explain, self.probe, "probe")[1])
 
-    @property
-    def us_per_decision(self) -> float:
-        return self.decide_s / self.decisions * 1e6
-
-    def report(self, peer_decisions: int) -> None:
-        _, peer_seconds = best_seconds(1, naive_decide, self.queued, peer_decisions, 2)
-        figure(f"{self.label} decisions/s ({self.open_claims} open, {self.workers} workers)",
-               self.decisions / self.decide_s, "dec/s", ">= 20,000", peer_decisions / peer_seconds)
-        _, peer_s = best_seconds(1, lambda: explain(rebuild(self.probe), "probe"))
-        figure(f"{self.label} explain across {self.workers} workers", self.explain_s * 1000, "ms", "<= 5 ms",
-               peer_s * 1000, higher_is_better=False)
+def report(label: str, workers: int, m: dict) -> None:
+    figure(f"{label} decisions/s ({m['open']} open, {workers} workers)", m["decisions"] / m["decide_s"],
+           "dec/s", ">= 20,000", 1 / m["peer_decisions_s"])
+    figure(f"{label} explain across {workers} workers", m["explain_s"] * 1000, "ms", "<= 5 ms",
+           m["peer_explain_s"] * 1000, higher_is_better=False)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="reference size only, fewer runs")
-    parser.add_argument("--rounds", type=int, default=5, help="turns in which every size is timed")
-    parser.add_argument("--explain-at", nargs=2, type=int, metavar=("WORKERS", "CLAIMS"),
-                        help="print one explain's best ms at this size alone (a process of its own)")
+    parser.add_argument("--quick", action="store_true", help="reference size only, fewer turns")
+    parser.add_argument("--rounds", type=int, default=3, help="turns in which every size is measured")
+    parser.add_argument("--size", nargs=4, type=int, metavar=("WORKERS", "CLAIMS", "FRESH", "PEER"),
+                        help="measure one size in this process and print it as JSON (what the turns run)")
     args = parser.parse_args()
-    if args.explain_at:
-        size = Size.make("alone", *args.explain_at, 0)
-        tune_collector()
-        print(best_seconds(12, explain, size.probe, "probe")[1] * 1000)
+    if args.size:
+        print(json.dumps(measure(*args.size)))
         return
+    sizes = {"0.1x": (100, 1_000, 5_000, 20), "1x": (1_000, 10_000, 5_000, 5), "10x": (10_000, 100_000, 5_000, 2),
+             # explain's two dimensions apart: 10x the workers, then 10x the claims, of 1x
+             "10x workers": (10_000, 10_000, 0, 0), "10x claims": (1_000, 100_000, 0, 0)}
     if args.quick:
-        sizes = [Size.make("1x", 1_000, 10_000, 2_000)]
-        args.rounds = 3
-    else:
-        sizes = [Size.make("0.1x", 100, 1_000, 5_000), Size.make("1x", 1_000, 10_000, 5_000),
-                 Size.make("10x", 10_000, 100_000, 5_000)]
-    tune_collector()   # as pool-scheduler does once its state is replayed
-    # every size timed once per round, so a slow spell of the machine hits them all
-    for _ in range(args.rounds):
-        for size in sizes:
-            size.time()
+        sizes = {"1x": (1_000, 10_000, 2_000, 3)}
+    got = in_turns(sizes, args.rounds)
     print(f"{'figure':<46} {'value':>10} {'unit':<7} {'target':<16} peer (full recompute)")
+    for label in [label for label in ("0.1x", "1x", "10x") if label in got]:
+        report(label, sizes[label][0], got[label])
     if args.quick:
-        sizes[0].report(3)
         return
-    for size, peer_decisions in zip(sizes, (20, 5, 2)):  # the peer's decisions cost a rebuild each
-        size.report(peer_decisions)
-    small, ref, big = sizes
+    small, ref, big = got["0.1x"], got["1x"], got["10x"]
     # Each step is 10x the workers and 10x the open claims. Linear in workers
     # and logarithmic in claims allows 10 * log(10n)/log(n) the cost.
-    for name, (a, b), claims in (("0.1x -> 1x", (small, ref), 1_000), ("1x -> 10x", (ref, big), 10_000)):
+    for name, a, b, claims in (("0.1x -> 1x", small, ref, 1_000), ("1x -> 10x", ref, big, 10_000)):
         limit = 10 * math.log(10 * claims) / math.log(claims)
-        figure(f"{name} cost per decision grows", b.us_per_decision / a.us_per_decision, "x", f"<= {limit:.1f}x")
-        figure(f"{name} explain time grows", b.explain_s / a.explain_s, "x", f"<= {limit:.1f}x")
-    # explain's two dimensions apart, each size in a process of its own (in
-    # one process the 10x heap slows every walk over the workers), in turns
-    alone = {(1_000, 10_000): math.inf, (10_000, 10_000): math.inf, (1_000, 100_000): math.inf}
-    for _ in range(3):
-        for key in alone:
-            command = [sys.executable, __file__, "--explain-at", *map(str, key)]
-            alone[key] = min(alone[key], float(subprocess.run(command, capture_output=True, text=True,
-                                                              check=True).stdout))
-    one = alone[1_000, 10_000]
-    figure("1x alone: explain across 1000 workers", one, "ms", "<= 5 ms")
-    figure("1x -> 10x workers alone: explain grows", alone[10_000, 10_000] / one, "x", "<= 10x")
-    figure("1x -> 10x open claims alone: explain grows", alone[1_000, 100_000] / one, "x",
+        per_decision = (b["decide_s"] / b["decisions"]) / (a["decide_s"] / a["decisions"])
+        figure(f"{name} cost per decision grows", per_decision, "x", f"<= {limit:.1f}x")
+        figure(f"{name} explain time grows", b["explain_s"] / a["explain_s"], "x", f"<= {limit:.1f}x")
+    figure("1x -> 10x workers alone: explain grows", got["10x workers"]["explain_s"] / ref["explain_s"], "x",
+           "<= 10x")
+    figure("1x -> 10x open claims alone: explain grows", got["10x claims"]["explain_s"] / ref["explain_s"], "x",
            f"<= {math.log(1e5) / math.log(1e4):.2f}x")
 
 
