@@ -230,7 +230,8 @@ def evaluate(state: ClusterState, claim: Claim, now_ns: int = 0, *, gang_ok: boo
     dev = own_d if own_d.ok else total_fit(tree, usage, spec.tenant, MDEV, mdev, True)
     if record:
         checks.append(_check(CheckStep.DEVICES_ENTITLEMENT_CHECK, dev, mdev, None, Reason.DEVICES_ENTITLEMENT,
-                             "milli-devices within guarantee" if own_d.ok else "milli-devices beyond guarantee: borrowed"))
+                             "milli-devices within guarantee" if own_d.ok
+                             else "milli-devices beyond guarantee: borrowed"))
     if not dev.ok:
         return Evaluation(Reason.DEVICES_ENTITLEMENT, _skipped(checks), hold_uj, grade)
 

@@ -1,7 +1,7 @@
 """A persistent (immutable) hash map: `set`/`delete` return a new map that
 shares all but one path with the old one, so a snapshot of 10^5 claims costs
 O(log n) per event instead of a full copy. A hash trie, 32-way, whose leaves are
-small dicts split once they pass 16 keys. Under an `Edit` (see edit.py),
+small dicts split once they pass 32 keys. Under an `Edit` (see edit.py),
 nodes the batch made are changed in place.
 
 Iteration order follows the hashes, so callers that need an order must sort.
@@ -59,7 +59,8 @@ def _writable(node: dict, owned: dict | None) -> dict:
 
 
 def _set(node: dict, h: int, shift: int, key: Any, value: Any, owned: dict | None) -> tuple[dict, bool]:
-    # _writable inlined: this is every claim, load and index write
+    # the ownership test before calling _writable: in a batch most writes land
+    # in nodes it made, and this is every claim, load and index write
     if type(node) is _Branch:
         index = (h >> shift) & _MASK
         child = node.get(index)

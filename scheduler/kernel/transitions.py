@@ -118,8 +118,9 @@ def _submitted(state: ClusterState, e: ClaimSubmitted, edit: Edit | None) -> Clu
     gangs = state.gangs
     if e.spec.gang_id:
         gangs = gangs.set(e.spec.gang_id, tuple(sorted((*gangs.get(e.spec.gang_id, ()), claim.claim_id))), edit)
-    return state._replace(claims=state.claims.set(claim.claim_id, claim, edit), pending=state.pending.add(_pending_key(claim), edit), gangs=gangs,
-                   next_seq=max(state.next_seq, e.seq + 1))
+    return state._replace(claims=state.claims.set(claim.claim_id, claim, edit),
+                          pending=state.pending.add(_pending_key(claim), edit), gangs=gangs,
+                          next_seq=max(state.next_seq, e.seq + 1))
 
 
 def _admitted(state: ClusterState, e: ClaimAdmitted, edit: Edit | None) -> ClusterState:
@@ -142,7 +143,8 @@ def _admitted(state: ClusterState, e: ClaimAdmitted, edit: Edit | None) -> Clust
 def _refused(state: ClusterState, e: ClaimRefused, edit: Edit | None) -> ClusterState:
     claim = _claim(state, e.claim_id, ClaimState.PENDING)
     refused = claim._replace(state=ClaimState.REFUSED, reason=e.reason, settled_ns=e.at_ns)
-    return state._replace(claims=state.claims.set(claim.claim_id, refused, edit), **_without_pending(state, claim, edit))
+    return state._replace(claims=state.claims.set(claim.claim_id, refused, edit),
+                          **_without_pending(state, claim, edit))
 
 
 def _metered(state: ClusterState, e: Metered, edit: Edit | None) -> ClusterState:
@@ -164,7 +166,8 @@ def _progress(state: ClusterState, e: Progress, edit: Edit | None) -> ClusterSta
     claim = _claim(state, e.claim_id, ClaimState.PENDING, ClaimState.ADMITTED)
     if e.completed_units < claim.completed_units:
         raise EventError(f"claim {e.claim_id!r}: completed units went back from {claim.completed_units}")
-    return state._replace(claims=state.claims.set(claim.claim_id, claim._replace(completed_units=e.completed_units), edit))
+    progressed = claim._replace(completed_units=e.completed_units)
+    return state._replace(claims=state.claims.set(claim.claim_id, progressed, edit))
 
 
 _SETTLED_STATE = {Released: ClaimState.RELEASED, Preempted: ClaimState.PREEMPTED, Reclaimed: ClaimState.RECLAIMED}
