@@ -60,10 +60,7 @@ class FreeIndex(SortedSeq):
         self._ceilings = list(source._ceilings)
 
     def _changed(self, i: int, removed, added) -> None:
-        if added is not None and len(self._blocks) > len(self._ceilings):  # the first block
-            self._ceilings.insert(i, _ceiling(self._blocks[i]))
-        else:
-            self._ceilings[i] = _kept_ceiling(self._ceilings[i], self._blocks[i], removed, added)
+        self._ceilings[i] = _kept_ceiling(self._ceilings[i], self._blocks[i], removed, added)
 
     def _split(self, i: int) -> None:
         self._ceilings[i:i + 1] = [_ceiling(self._blocks[i]), _ceiling(self._blocks[i + 1])]

@@ -46,21 +46,17 @@ def _split(leaf: _Leaf, shift: int, owned: dict | None) -> _Branch:
     return branch
 
 
-def _writable(node: dict, owned: dict | None) -> dict:
-    """`node` itself where the edit session owns it, else a copy (which it
-    then owns). `owned` is an Edit's table, or None outside a session."""
-    if owned is None:
-        return type(node)(node)
-    if id(node) in owned:
-        return node
+def _copy(node: dict, owned: dict | None) -> dict:
+    """A copy of a node the edit session does not own; the session owns the
+    copy. `owned` is an Edit's table, or None outside a session."""
     new = type(node)(node)
-    owned[id(new)] = new
+    if owned is not None:
+        owned[id(new)] = new
     return new
 
 
 def _set(node: dict, h: int, shift: int, key: Any, value: Any, owned: dict | None) -> tuple[dict, bool]:
-    # the ownership test before calling _writable: in a batch most writes land
-    # in nodes it made, and this is every claim, load and index write
+    # in a batch most writes land in nodes it made: written in place, not copied
     if type(node) is _Branch:
         index = (h >> shift) & _MASK
         child = node.get(index)
@@ -73,12 +69,12 @@ def _set(node: dict, h: int, shift: int, key: Any, value: Any, owned: dict | Non
             if new_child is child:
                 return node, added  # changed in place below: so is this path, which the edit made
         if owned is None or id(node) not in owned:
-            node = _writable(node, owned)
+            node = _copy(node, owned)
         node[index] = new_child
         return node, added
     added = key not in node
     if owned is None or id(node) not in owned:
-        node = _writable(node, owned)
+        node = _copy(node, owned)
     node[key] = value
     if added and len(node) > _LEAF_MAX and shift < _MAX_SHIFT:
         return _split(node, shift, owned), True
@@ -86,7 +82,7 @@ def _set(node: dict, h: int, shift: int, key: Any, value: Any, owned: dict | Non
 
 
 def _delete(node: dict, h: int, shift: int, key: Any, owned: dict | None) -> dict | None:
-    new = _writable(node, owned)
+    new = node if owned is not None and id(node) in owned else _copy(node, owned)
     if type(node) is _Branch:
         index = (h >> shift) & _MASK
         new_child = _delete(node[index], h, shift + _BITS, key, owned)

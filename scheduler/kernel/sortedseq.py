@@ -107,10 +107,7 @@ class SortedSeq:
 
     def _insert(self, key: Any, edit: Edit) -> SortedSeq:
         if not self._blocks:
-            self._blocks.append(edit.own([key]))
-            self._maxes.append(key)
-            self._len = 1
-            self._changed(0, None, key)
+            self._thaw(type(self)((key,)))  # the first block, made as a new sequence makes it
             return self
         i = min(bisect_left(self._maxes, key), len(self._blocks) - 1)
         block = self._block(i, edit)
