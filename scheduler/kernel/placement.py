@@ -34,13 +34,16 @@ def _matching(worker: Worker, req: Resources) -> list[int]:
 def pick_devices(worker: Worker, load: WorkerLoad, req: Resources) -> tuple[DeviceShare, ...] | None:
     if not req.gpu_mdev:
         return ()
-    used = load.device_used or (0,) * len(worker.devices)
-    matching = _matching(worker, req)
+    devices = worker.devices  # kept in id order
+    used = load.device_used or (0,) * len(devices)
+    if req.gpu_types:  # a device of another type counts as full
+        used = tuple(u if d.device_type in req.gpu_types else MDEV_PER_DEVICE for u, d in zip(used, devices))
     if req.gpu_mdev < MDEV_PER_DEVICE:
-        fitting = [(MDEV_PER_DEVICE - used[i], worker.devices[i].device_id) for i in matching
-                   if MDEV_PER_DEVICE - used[i] >= req.gpu_mdev]
-        return (DeviceShare(min(fitting)[1], req.gpu_mdev),) if fitting else None
-    free = [worker.devices[i].device_id for i in matching if used[i] == 0]  # devices are kept in id order
+        # least free mdev that fits = the most used up to the limit; index()
+        # finds the first device so used, the lowest id (C-level, per admission)
+        most = max(filter((MDEV_PER_DEVICE - req.gpu_mdev).__ge__, used), default=None)
+        return None if most is None else (DeviceShare(devices[used.index(most)].device_id, req.gpu_mdev),)
+    free = [d.device_id for d, u in zip(devices, used) if not u]
     wanted = req.gpu_mdev // MDEV_PER_DEVICE
     if len(free) < wanted:
         return None

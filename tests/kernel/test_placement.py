@@ -55,3 +55,27 @@ def plain_reason(worker: Worker, load: WorkerLoad, spec: ClaimSpec) -> Reason:
 def test_reasoner_follows_the_check_order(pair, spec):
     worker, load = pair
     assert reasoner(spec)(worker, load) is plain_reason(worker, load, spec)
+
+
+def plain_devices(worker: Worker, load: WorkerLoad, req: Resources):
+    """RULES §5's device choice written out: a fraction takes the fitting
+    device with the least free mdev (then the lowest id), whole GPUs the
+    lowest-id wholly free devices; only devices of a requested type."""
+    if not req.gpu_mdev:
+        return ()
+    used = load.device_used or (0,) * len(worker.devices)
+    mine = [(1000 - u, d.device_id) for d, u in zip(worker.devices, used)
+            if not req.gpu_types or d.device_type in req.gpu_types]
+    if req.gpu_mdev < 1000:
+        fitting = sorted(pair for pair in mine if pair[0] >= req.gpu_mdev)
+        return ((fitting[0][1], req.gpu_mdev),) if fitting else None
+    free = sorted(device for free, device in mine if free == 1000)
+    wanted = req.gpu_mdev // 1000
+    return tuple((device, 1000) for device in free[:wanted]) if len(free) >= wanted else None
+
+
+@settings(max_examples=300)
+@given(worker_and_load(), specs)
+def test_devices_are_picked_as_the_rule_says(pair, spec):
+    worker, load = pair
+    assert pick_devices(worker, load, spec.resources) == plain_devices(worker, load, spec.resources)
