@@ -190,7 +190,20 @@ class PMap(Mapping):
         if edit is None:
             root, added = _set(self._root, hash(key), 0, key, value, None)
             return PMap._make(root, self._len + added)
-        root, added = _set(self._root, hash(key), 0, key, value, edit.owned)
+        owned, h = edit.owned, hash(key)
+        if id(self) in owned:
+            # the batch's own map: when the batch made the key's leaf, it made
+            # the path to it too (a copy is linked in by copying its parents),
+            # so the leaf is written in place, unless it would have to split
+            node, shift = self._root, 0
+            while type(node) is _Branch:
+                node = node.get((h >> shift) & _MASK)
+                shift += _BITS
+            if node is not None and id(node) in owned and (key in node or len(node) < _LEAF_MAX):
+                self._len += key not in node
+                node[key] = value
+                return self
+        root, added = _set(self._root, h, 0, key, value, owned)
         return self._edited(root, self._len + added, edit)
 
     def delete(self, key: Any, edit: Edit | None = None) -> PMap:

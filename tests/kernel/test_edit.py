@@ -17,7 +17,9 @@ map_ops = st.lists(st.tuples(st.booleans(), st.integers(0, 600), st.integers()),
 
 
 @settings(max_examples=40)
-@given(st.dictionaries(st.integers(0, 600), st.integers(), max_size=400), map_ops)
+@given(st.one_of(st.dictionaries(st.integers(0, 600), st.integers(), max_size=30),
+                 # big enough for many leaves, some shared with the start when written
+                 st.dictionaries(st.integers(0, 600), st.integers(), min_size=100, max_size=400)), map_ops)
 def test_a_map_edited_in_place_equals_the_persistent_one(start, ops):
     base = PMap(start)
     persistent, edited, edit, model = base, base, Edit(), dict(start)
@@ -43,7 +45,8 @@ keys = st.tuples(st.integers(0, 8), st.integers(0, 50), st.integers(0, 50), st.i
 
 
 @settings(max_examples=40)
-@given(st.lists(keys, max_size=400, unique_by=lambda k: k[4]),
+@given(st.one_of(st.lists(keys, max_size=60, unique_by=lambda k: k[4]),
+                 st.lists(keys, min_size=200, max_size=400, unique_by=lambda k: k[4])),  # several blocks
        st.lists(st.tuples(st.integers(0, 10 ** 6), keys), max_size=300), st.booleans())
 def test_a_sequence_edited_in_place_equals_a_sorted_list(start, changes, free_index):
     kind = FreeIndex if free_index else SortedSeq
