@@ -112,10 +112,11 @@ def _leaves(root: dict) -> list[_Leaf]:
     return out
 
 
-def _entries(root: dict) -> list[tuple[Any, Any]]:
+def _gather(root: dict, part=dict.items) -> list:
+    """Every leaf's items (or values, with part=dict.values), in one list."""
     out: list = []
     for leaf in _leaves(root):
-        out.extend(leaf.items())
+        out.extend(part(leaf))
     return out
 
 
@@ -170,13 +171,13 @@ class PMap(Mapping):
         return self._len
 
     def __iter__(self) -> Iterator[Any]:
-        return (key for key, _ in _entries(self._root))
+        return iter(_gather(self._root, dict.keys))
 
     def items(self):  # type: ignore[override]
-        return _entries(self._root)
+        return _gather(self._root)
 
     def values(self):  # type: ignore[override]
-        return [value for leaf in _leaves(self._root) for value in leaf.values()]
+        return _gather(self._root, dict.values)
 
     def to_dict(self) -> dict:
         """A plain dict of the same entries, merged leaf by leaf (explain
