@@ -16,8 +16,6 @@ guarantee + allowance; a borrowing claim also counts the held-back guarantee.
 
 from __future__ import annotations
 
-from itertools import compress
-from operator import gt, itemgetter
 from typing import NamedTuple
 
 from .tree import TenantTree, _held
@@ -81,21 +79,22 @@ def _pool_and_share(tree: TenantTree, values, parent: int, child: int, dim: str,
     usage up to its guarantee (the claim's `amount` counted at `child`),
     split by weight among the children above their guarantee, largest
     remainder first, ties to the smaller name (RULES §3; as protos.energy
-    `split`, without building every share). Siblings sit side by side in
-    tree order, so the pass over them is C-level maps over slices."""
+    `split`, without building every share). One pass over the children."""
     g, _, total, _ = _dim(tree, dim)
     weights = tree.weights
-    lo, hi = tree.kid_spans[parent]
-    used = list(map(itemgetter(total), values[lo:hi]))
-    used[child - lo] += amount
-    guarantees = g[lo:hi]
-    pool -= sum(map(min, used, guarantees))
-    if pool <= 0 or used[child - lo] <= guarantees[child - lo]:
-        return 0  # nothing to lend, or the child does not borrow
-    borrowers = list(compress(range(lo, hi), map(gt, used, guarantees)))
+    borrowers = []
+    for k in tree.kids[parent]:
+        used = values[k][total] + (amount if k == child else 0)
+        if used > g[k]:
+            pool -= g[k]
+            borrowers.append(k)
+        else:
+            pool -= used
+    if child not in borrowers or pool <= 0:
+        return 0
     if len(borrowers) == 1:
         return pool
-    weight_sum = sum(map(weights.__getitem__, borrowers))
+    weight_sum = sum(weights[k] for k in borrowers)
     mine = pool * weights[child]
     my_rest = mine % weight_sum
     floors = ahead = 0  # Σ floor shares; borrowers ranked before the child for the leftover units

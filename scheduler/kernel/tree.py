@@ -33,7 +33,7 @@ class TenantTree:
     # tuple indexing instead of a map lookup and an attribute per node.
     # Siblings are in name order there, so positions order them like names.
     at_path: Mapping[str, tuple[int, ...]]     # path as positions, tenant first
-    kid_spans: tuple[tuple[int, int], ...]     # children's positions, lo..hi-1 (breadth first: side by side)
+    kids: tuple[tuple[int, ...], ...]          # children's positions
     guarantees: tuple[tuple[int, ...], tuple[int, ...]]  # (µJ, mdev), per position
     weights: tuple[int, ...]
     borrow_limits: tuple[int | None, ...]
@@ -95,7 +95,7 @@ def load_tree(tenants: Iterable[Tenant]) -> TenantTree:
     return TenantTree(roots[0], MappingProxyType(nodes), MappingProxyType({n: tuple(c) for n, c in children.items()}),
                       MappingProxyType(paths), tuple(order), MappingProxyType(index),
                       MappingProxyType({n: tuple(index[p] for p in path) for n, path in paths.items()}),
-                      tuple((index[c[0]], index[c[-1]] + 1) if c else (0, 0) for c in map(children.get, order)),
+                      tuple(tuple(index[c] for c in children[n]) for n in order),
                       (tuple(t.guarantee_uj for t in tenants_in_order), tuple(t.guarantee_mdev for t in tenants_in_order)),
                       tuple(t.weight for t in tenants_in_order), tuple(t.borrow_limit_uj for t in tenants_in_order),
                       tuple(t.lend_limit_uj for t in tenants_in_order))
