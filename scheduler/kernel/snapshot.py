@@ -3,7 +3,9 @@
 Everything is a frozen, slotted dataclass or a NamedTuple holding ints,
 strings, tuples and persistent maps and sequences. The records `apply`
 rebuilds on every event (Claim, WorkerLoad, NodeUsage, ClusterState) are
-NamedTuples: `_replace` costs a fifth of `dataclasses.replace`. Sets are kept
+NamedTuples: `_replace` costs a fifth of `dataclasses.replace`, and
+`quick_replace` takes a fifth off that for the two replaced on every
+admission. Sets are kept
 as sorted tuples so that equal states compare equal and nothing depends on
 hash order.
 """
@@ -102,6 +104,26 @@ class Worker:
                          tuple(sorted({d.device_type for d in self.devices})))
 
 
+def quick_replace(cls: type) -> type:
+    """Give a NamedTuple a `_replace` that writes the named fields into a
+    copy of its values. The standard one pops every field's name from the
+    changes, a C call per field: ClusterState has 24, and apply replaces it
+    on every event."""
+    position = {name: i for i, name in enumerate(cls._fields)}
+
+    def _replace(self, /, **changes):
+        values = list(self)
+        for name, value in changes.items():
+            try:
+                values[position[name]] = value
+            except KeyError:
+                raise ValueError(f"Got unexpected field name: {name!r}") from None
+        return tuple.__new__(cls, values)
+
+    cls._replace = _replace
+    return cls
+
+
 class WorkerLoad(NamedTuple):
     """What the open claims on one worker reserve. `device_used` is aligned
     with `Worker.devices`; `active` is sorted."""
@@ -141,6 +163,7 @@ class DeviceShare(NamedTuple):
     mdev: int
 
 
+@quick_replace
 class Claim(NamedTuple):
     """A claim's life: pending, admitted (placed, holding), then settled."""
 
@@ -215,6 +238,7 @@ class ClassStats:
     max_uj: int = 0
 
 
+@quick_replace
 class ClusterState(NamedTuple):
     """The whole snapshot. Derived fields (usage, loads, free_index, gangs,
     open_by_tenant, borrowed, worker_ids) are maintained by `apply` and equal `rebuild`'s result."""
