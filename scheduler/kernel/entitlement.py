@@ -16,6 +16,7 @@ guarantee + allowance; a borrowing claim also counts the held-back guarantee.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import NamedTuple
 
 from .tree import TenantTree, _held
@@ -33,6 +34,9 @@ class Fit(NamedTuple):
     allowance: int = 0
     limit: int | None = None
 
+
+# a Fit from all six fields, without NamedTuple's Python-level __new__ (several per decision)
+_fit = partial(tuple.__new__, Fit)
 
 # NodeUsage fields by dimension: (direct, total, inner).
 _FIELDS = {UJ: (0, 1, 2), MDEV: (4, 5, 6)}
@@ -65,9 +69,9 @@ def own_pass(tree: TenantTree, usage, tenant: str, dim: str, amount: int, known_
     for at in () if known_ok else tree.at_path[tenant]:
         used = values[at][inner]
         if used + amount > g[at]:
-            return Fit(False, tree.order[at], g[at], used)
+            return _fit((False, tree.order[at], g[at], used, 0, None))
     at = tree.index[tenant]
-    return Fit(True, tenant, g[at], values[at][inner])
+    return _fit((True, tenant, g[at], values[at][inner], 0, None))
 
 
 def _locked_at(tree: TenantTree, values, at: int) -> int:
@@ -124,9 +128,9 @@ def total_fit(tree: TenantTree, usage, tenant: str, dim: str, amount: int, borro
         limit = tree.borrow_limits[at] if energy and depth < len(path) - 1 else None
         used = values[at][total]
         if used + amount + (held if borrowing else 0) - g[at] > allowance:
-            return Fit(False, tree.order[at], g[at], used, allowance, limit)
+            return _fit((False, tree.order[at], g[at], used, allowance, limit))
         if child is None:
-            return Fit(True, tree.order[at], g[at], used, allowance, limit)
+            return _fit((True, tree.order[at], g[at], used, allowance, limit))
         child_held = values[child][_LOCKED] if energy and borrowing else 0
         if values[child][total] + amount + child_held <= g[child]:
             allowance = 0  # the child does not go above its guarantee: no share needed
