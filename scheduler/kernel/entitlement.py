@@ -38,15 +38,11 @@ class Fit(NamedTuple):
 # a Fit from all six fields, without NamedTuple's Python-level __new__ (several per decision)
 _fit = partial(tuple.__new__, Fit)
 
-# NodeUsage fields by dimension: (direct, total, inner).
-_FIELDS = {UJ: (0, 1, 2), MDEV: (4, 5, 6)}
+# By dimension: which of tree.guarantees, then the NodeUsage field numbers of
+# direct, total and inner usage (a table, not a function: read four times
+# per waiting claim)
+_DIMS = {UJ: (0, 0, 1, 2), MDEV: (1, 4, 5, 6)}
 _LOCKED = 3
-
-
-def _dim(tree: TenantTree, dim: str) -> tuple[tuple[int, ...], int, int, int]:
-    """(guarantees by position, direct, total and inner field numbers)."""
-    direct, total, inner = _FIELDS[dim]
-    return tree.guarantees[dim == MDEV], direct, total, inner
 
 
 def within_guarantees(tree: TenantTree, usage, tenant: str, uj: int, mdev: int) -> bool:
@@ -65,7 +61,8 @@ def own_pass(tree: TenantTree, usage, tenant: str, dim: str, amount: int, known_
     """The first node on the path whose within-guarantee usage cannot take
     `amount`; ok with the tenant's figures when none (or when the caller
     already knows it fits)."""
-    values, (g, _, _, inner) = usage.values, _dim(tree, dim)
+    which, _, _, inner = _DIMS[dim]
+    values, g = usage.values, tree.guarantees[which]
     for at in () if known_ok else tree.at_path[tenant]:
         used = values[at][inner]
         if used + amount > g[at]:
@@ -84,7 +81,8 @@ def _pool_and_share(tree: TenantTree, values, parent: int, child: int, dim: str,
     split by weight among the children above their guarantee, largest
     remainder first, ties to the smaller name (RULES §3; as protos.energy
     `split`, without building every share). One pass over the children."""
-    g, _, total, _ = _dim(tree, dim)
+    which, _, total, _ = _DIMS[dim]
+    g = tree.guarantees[which]
     weights = tree.weights
     borrowers = []
     for k in tree.kids[parent]:
@@ -114,7 +112,8 @@ def total_fit(tree: TenantTree, usage, tenant: str, dim: str, amount: int, borro
     """Whether adding `amount` at `tenant` keeps every node on the path within
     guarantee + allowance; the first (topmost) node that would not, else ok."""
     path = tree.at_path[tenant]
-    values, (g, direct, total, _) = usage.values, _dim(tree, dim)
+    which, direct, total, _ = _DIMS[dim]
+    values, g = usage.values, tree.guarantees[which]
     energy = dim == UJ
     allowance = 0
     for depth in range(len(path) - 1, -1, -1):
