@@ -5,9 +5,8 @@ strings, tuples and persistent maps and sequences. The records `apply`
 rebuilds on every event (Claim, WorkerLoad, NodeUsage, ClusterState) are
 NamedTuples: `_replace` costs a fifth of `dataclasses.replace`, and
 `quick_replace` takes a fifth off that for the two replaced on every
-admission. Sets are kept
-as sorted tuples so that equal states compare equal and nothing depends on
-hash order.
+admission. Sets are kept as sorted tuples so that equal states compare equal
+and nothing depends on hash order.
 """
 
 from __future__ import annotations
