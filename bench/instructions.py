@@ -2,15 +2,15 @@
 what else the host is doing: bench/kernel.py's 1x pass (5,000 new claims on
 about 8,850 open ones, 1,000 workers), counted by valgrind's callgrind, per
 decision, beside the full-recompute peer counted the same way. With
-`--against REF` the same pass on the kernel of git revision REF, for judging
-a change: on this shared host wall-clock runs swing 1.5-2x for minutes, and
+`--against REF ...` the same pass on the kernel of each git revision, for
+judging a change: on this shared host wall-clock runs swing 1.5-2x for minutes, and
 instruction counts repeat to within 0.5 %.
 
 Each tree builds the cluster natively (bench/kernel.build) and pickles it;
 a child under callgrind loads it with counting off and counts only inside
 functools.reduce, the marker the pass runs under.
 
-    .venv/bin/python bench/instructions.py [--against REF]
+    .venv/bin/python bench/instructions.py [--against REF ...]
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def per_decision(tree: Path, peer: bool, scratch: str) -> float:
 
 def checkout(ref: str, into: str) -> Path:
     """The tree of git revision `ref`, unpacked under `into`."""
-    tree = Path(into) / "against"
+    tree = Path(into) / f"against-{ref}"
     tree.mkdir()
     archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref], capture_output=True, check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
@@ -90,7 +90,8 @@ def checkout(ref: str, into: str) -> Path:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--against", metavar="REF", help="also count the kernel of this git revision")
+    parser.add_argument("--against", metavar="REF", nargs="+", default=[],
+                        help="also count the kernel of these git revisions")
     parser.add_argument("--dump", metavar="FILE", help=argparse.SUPPRESS)
     parser.add_argument("--count", metavar="FILE", help=argparse.SUPPRESS)
     parser.add_argument("--peer", action="store_true", help=argparse.SUPPRESS)
@@ -106,9 +107,9 @@ def main() -> None:
         peer = per_decision(ROOT, True, scratch)
         print(f"1x pass, instructions per decision: {mine:>12,.0f}   full-recompute peer {peer:>14,.0f}  "
               f"{peer / mine:,.0f}x fewer")
-        if args.against:
-            theirs = per_decision(checkout(args.against, scratch), False, scratch)
-            print(f"  the same pass at {args.against}: {theirs:>12,.0f}   this tree uses {mine / theirs:.3f}x")
+        for ref in args.against:
+            theirs = per_decision(checkout(ref, scratch), False, scratch)
+            print(f"  the same pass at {ref:<10} {theirs:>12,.0f}   this tree uses {mine / theirs:.3f}x")
 
 
 if __name__ == "__main__":
