@@ -71,8 +71,8 @@ class FreeIndex(SortedSeq):
     def covering(self, mdev: int, cpu: int, memory: int, disk: int) -> Iterator[str]:
         """Worker ids in best-fit order from `mdev` whose free cpu, memory
         and disk cover the request (a necessary condition, checked cheaply)."""
-        # blocks_from's walk, inlined with the ceiling test first: every
-        # placement passes here, and most blocks are skipped without a slice
+        # the ceiling test comes first: every placement passes here, and
+        # most blocks are skipped without a slice
         blocks, ceilings, start = self._blocks, self._ceilings, (mdev, cpu)
         first = bisect_left(self._maxes, start)
         for n in range(first, len(blocks)):

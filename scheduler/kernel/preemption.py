@@ -65,8 +65,7 @@ def priority_candidates(state: ClusterState, claim: Claim) -> list[Claim]:
     priority = claim.spec.priority
     if not ids or min(ids.values()) >= priority:
         return []  # the usual answer, found without a Python-level loop
-    outranked = [c for c, p in ids.items() if p < priority]
-    return ordered(state.claims[c] for c in outranked) if outranked else []
+    return ordered(state.claims[c] for c, p in ids.items() if p < priority)
 
 
 class Victims(NamedTuple):

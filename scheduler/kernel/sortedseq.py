@@ -48,13 +48,18 @@ class SortedSeq:
         new = (grown[:_BLOCK], grown[_BLOCK:]) if len(grown) > 2 * _BLOCK else (grown,)
         return self._splice(i, new, length, removed, key)
 
+    def _home(self, key: Any) -> int:
+        """The block a new key goes in: the first whose last key is not
+        below it, else the last block (there is at least one)."""
+        return min(bisect_left(self._maxes, key), len(self._blocks) - 1)
+
     def add(self, key: Any, edit: Edit | None = None) -> SortedSeq:
         if edit is not None:
             return self._writable(edit)._insert(key, edit)
         blocks = self._blocks
         if not blocks:
             return type(self)((key,))
-        i = min(bisect_left(self._maxes, key), len(blocks) - 1)
+        i = self._home(key)
         return self._grown(i, blocks[i], key, self._len + 1, None)
 
     def _shrunk(self, key: Any) -> tuple[int, tuple]:
@@ -80,7 +85,7 @@ class SortedSeq:
         if old is None:
             return self.add(new)
         i, shrunk = self._shrunk(old)
-        if new is not None and shrunk and min(bisect_left(self._maxes, new), len(self._blocks) - 1) == i:
+        if new is not None and shrunk and self._home(new) == i:
             return self._grown(i, shrunk, new, self._len, old)
         out = self._splice(i, (shrunk,) if shrunk else (), self._len - 1, old, None)
         return out if new is None else out.add(new)
@@ -109,7 +114,7 @@ class SortedSeq:
         if not self._blocks:
             self._thaw(type(self)((key,)))  # the first block, made as a new sequence makes it
             return self
-        i = min(bisect_left(self._maxes, key), len(self._blocks) - 1)
+        i = self._home(key)
         block = self._block(i, edit)
         insort(block, key)
         self._len += 1
@@ -151,7 +156,7 @@ class SortedSeq:
         if old is None or new is None:
             return self._insert(new, edit) if old is None else self._pop(old, edit)
         i, j = self._locate(old)
-        if min(bisect_left(self._maxes, new), len(self._blocks) - 1) != i:
+        if self._home(new) != i:
             return self._pop(old, edit)._insert(new, edit)
         block = self._block(i, edit)
         del block[j]
@@ -169,20 +174,6 @@ class SortedSeq:
 
     def _dropped(self, i: int) -> None:
         pass
-
-    def from_key(self, key: Any) -> Iterator[Any]:
-        """The keys at or after `key`, in order."""
-        return chain.from_iterable(block for _, block in self.blocks_from(key))
-
-    def blocks_from(self, key: Any) -> Iterator[tuple[int, tuple]]:
-        """(block number, its keys at or after `key`) for each block from the
-        one where `key` would go."""
-        i = bisect_left(self._maxes, key)
-        if i < len(self._blocks):
-            first = self._blocks[i]
-            yield i, first[bisect_left(first, key):]
-            for n in range(i + 1, len(self._blocks)):
-                yield n, self._blocks[n]
 
     def index(self, key: Any) -> int:
         """How many keys sort before `key`."""

@@ -36,8 +36,8 @@ def test_free_index_equals_a_sorted_list(start, changes):
 @given(st.lists(keys, min_size=150, max_size=400, unique_by=lambda k: k[4]),
        st.integers(0, 9), st.integers(0, 51), st.integers(0, 51), st.integers(0, 51))
 def test_covering_is_the_sorted_list_filtered(start, mdev, cpu, memory, disk):
-    """covering inlines blocks_from's walk: it must list exactly the keys at
-    or after (mdev, cpu) whose cpu, memory and disk cover the request."""
+    """covering lists exactly the keys at or after (mdev, cpu) whose cpu,
+    memory and disk cover the request, in order."""
     expected = [k[4] for k in sorted(start) if k[:2] >= (mdev, cpu) and k[1] >= cpu and k[2] >= memory
                 and k[3] >= disk]
     assert list(FreeIndex(start).covering(mdev, cpu, memory, disk)) == expected
