@@ -41,11 +41,10 @@ copyreg.pickle(types.MappingProxyType, lambda view: (_proxy, (dict(view),)))
 
 
 def dump(path: str) -> None:
-    """Build bench/kernel's 1x cluster with 5,000 claims queued, natively."""
+    """Build bench/kernel's 1x cluster with its new claims queued, natively."""
     sys.path.insert(0, str(ROOT / "bench"))
     import kernel
-    state, leaves, per_worker = kernel.build(1_000, 10_000)
-    queued = kernel.submit_all(state, [kernel.claim(10_000 + i, leaves, per_worker) for i in range(5_000)])
+    queued = kernel.build(*kernel.SIZES["1x"][:3])[1]
     with open(path, "wb") as out:
         pickle.dump(queued, out, protocol=5)
 
@@ -69,7 +68,7 @@ def count(path: str, peer: bool) -> None:
 
 def per_decision(tree: Path, peer: bool, scratch: str) -> float:
     env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONHASHSEED": "0"}
-    state = os.path.join(scratch, f"state-{abs(hash(str(tree)))}.pickle")
+    state = os.path.join(scratch, f"state-{tree.name}.pickle")
     if not os.path.exists(state):
         subprocess.run([sys.executable, __file__, "--dump", state], env=env, check=True)
     run = subprocess.run(["valgrind", "--tool=callgrind", "--collect-atstart=no", "--toggle-collect=functools_reduce",

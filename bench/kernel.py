@@ -35,6 +35,10 @@ from scheduler.kernel.admission import admit_events
 from scheduler.service.main import tune_collector
 
 GPUS_PER_WORKER = 8
+# label -> (workers, open claims, new claims a measured pass decides, peer decisions)
+SIZES = {"0.1x": (100, 1_000, 5_000, 20), "1x": (1_000, 10_000, 5_000, 5), "10x": (10_000, 100_000, 5_000, 2),
+         # explain's two dimensions apart: 10x the workers, then 10x the claims, of 1x
+         "10x workers": (10_000, 10_000, 0, 0), "10x claims": (1_000, 100_000, 0, 0)}
 
 
 def tenants(total_uj: int, total_mdev: int) -> list[Tenant]:
@@ -112,12 +116,14 @@ def figure(name: str, value: float, unit: str, target: str, peer: float | None =
     print(f"{name:<46} {value:>10,.1f} {unit:<7} target {target:<9} {versus}")
 
 
-def build(workers: int, open_claims: int) -> tuple[ClusterState, list[str], int]:
-    """A cluster with `open_claims` submitted and one pass decided over them."""
+def build(workers: int, open_claims: int, fresh: int) -> tuple[ClusterState, ClusterState, list[str]]:
+    """A cluster with `open_claims` submitted and one pass decided over them;
+    the same with `fresh` new claims waiting (what a measured pass decides);
+    and the leaf tenants."""
     state, leaves = cluster(workers)
     per_worker = max(1, open_claims // workers) + 1
-    state = submit_all(state, (claim(i, leaves, per_worker) for i in range(open_claims)))
-    return schedule(state, 1).state, leaves, per_worker
+    state = schedule(submit_all(state, (claim(i, leaves, per_worker) for i in range(open_claims))), 1).state
+    return state, submit_all(state, [claim(open_claims + i, leaves, per_worker) for i in range(fresh)]), leaves
 
 
 def with_probe(state: ClusterState, leaves: list[str]) -> ClusterState:
@@ -129,9 +135,8 @@ def measure(workers: int, open_claims: int, fresh: int, peer_decisions: int) -> 
     """One size, in this process alone: a pass over `fresh` new claims three
     times back to back (as a scheduler's passes run), an explain twelve
     times; the peers once when `peer_decisions` is set. fresh=0: explain only."""
-    state, leaves, per_worker = build(workers, open_claims)
+    state, queued, leaves = build(workers, open_claims, fresh)
     out = {"open": sum(len(ids) for ids in state.open_by_tenant.values())}
-    queued = submit_all(state, [claim(open_claims + i, leaves, per_worker) for i in range(fresh)])
     tune_collector()   # as pool-scheduler does once its state is replayed
     if fresh:
         decided, out["decide_s"] = best_seconds(3, schedule, queued, 2)
@@ -178,9 +183,7 @@ def main() -> None:
     if args.size:
         print(json.dumps(measure(*args.size)))
         return
-    sizes = {"0.1x": (100, 1_000, 5_000, 20), "1x": (1_000, 10_000, 5_000, 5), "10x": (10_000, 100_000, 5_000, 2),
-             # explain's two dimensions apart: 10x the workers, then 10x the claims, of 1x
-             "10x workers": (10_000, 10_000, 0, 0), "10x claims": (1_000, 100_000, 0, 0)}
+    sizes = SIZES
     if args.quick:
         sizes = {"1x": (1_000, 10_000, 2_000, 3)}
     got = in_turns(sizes, args.rounds)
