@@ -1,0 +1,41 @@
+"""Who is calling: the principal that authenticated the call in progress.
+
+The authorization layer (one interceptor over every RPC) sets it for the
+duration of a call; everything downstream that needs the caller — the actor
+written on each receipt, per-principal rate limits — reads it with `caller()`
+instead of having it threaded through every signature. Work the scheduler
+does on its own (the period tick, start-up) runs as `SCHEDULER`.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+ROLES = ("tenant", "operator", "agent", "auditor", "witness")
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    name: str                      # a certificate's subject CN, as declared in [principals.NAME]
+    role: str                      # one of ROLES, or "scheduler" for the scheduler's own work
+    tenants: tuple[str, ...] = ()  # for a tenant: the subtrees it may act in and read
+
+
+SCHEDULER = Principal("pool-scheduler", "scheduler")
+
+_CALLER: ContextVar[Principal] = ContextVar("pool_caller", default=SCHEDULER)
+
+
+def caller() -> Principal:
+    """The principal of the call in progress (SCHEDULER outside any call)."""
+    return _CALLER.get()
+
+
+def set_caller(principal: Principal):
+    """Make `principal` the caller for the current task; returns the token to reset."""
+    return _CALLER.set(principal)
+
+
+def reset_caller(token) -> None:
+    _CALLER.reset(token)
