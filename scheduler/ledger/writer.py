@@ -32,17 +32,18 @@ class GroupCommitWriter:
     def submit(self, kind: str, body: dict, time_ns: int | None = None) -> asyncio.Future:
         """Queue an append now: the order of submit calls is the order in the
         ledger. The future resolves to the receipt once it is durable."""
-        return self._enqueue(prepare(kind, body, time_ns))
+        return self.enqueue(prepare(kind, body, time_ns))
 
     def submit_witness(self, statement: bytes) -> asyncio.Future:
         """Queue a witness's statement (WitnessRejected now if it does not check)."""
-        return self._enqueue(self.steward.prepare_witness(statement))
+        return self.enqueue(self.steward.prepare_witness(statement))
 
     def submit_checkpoint(self, snapshot: object) -> asyncio.Future:
         """Queue a checkpoint of the state that the receipts queued so far lead to."""
-        return self._enqueue(self.steward.prepare_checkpoint(snapshot))
+        return self.enqueue(self.steward.prepare_checkpoint(snapshot))
 
-    def _enqueue(self, item: Prepared) -> asyncio.Future:
+    def enqueue(self, item: Prepared) -> asyncio.Future:
+        """Queue an append already prepared (steward.prepare), like submit."""
         self.next_seq += 1
         future = asyncio.get_running_loop().create_future()
         self._queue.append((item, future))

@@ -81,7 +81,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         else:
             first = await anext(aiter(request_iterator), None)
             host = first.hello.host_id if first is not None and first.WhichOneof("body") == "hello" else ""
-            if host not in self.engine.state.workers:
+            if host not in self.engine.committed.state.workers:
                 error = Refused("UNREGISTERED_AGENT", f"host {host!r} has not registered; the first message "
                                                       "of a stream must be a Hello from a registered host")
         if error is not None:
@@ -159,8 +159,9 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         self._dirty = set()
 
     def _occupancy(self, host: str) -> agent_pb2.Occupancy:
-        return occupancy(self.engine.state, host, self.meters.get(host, []),
-                         self.engine.occupancy_seq.get(host, 0))
+        """As committed: an agent never splits energy for an admission a crash could take back."""
+        committed = self.engine.committed
+        return occupancy(committed.state, host, self.meters.get(host, []), committed.occupancy_seq.get(host, 0))
 
 
 def occupancy(state: ClusterState, host: str, meters: list[types_pb2.DeviceMeter], version: int

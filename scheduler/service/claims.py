@@ -1,4 +1,8 @@
-"""The Claims service: submit, progress, release, get, list, watch."""
+"""The Claims service: submit, progress, release, get, list, watch.
+
+Decisions are made on the engine's latest state; every answer, and every
+read, is taken from the committed state (committed.py), so nothing a client
+is shown can be taken back by a crash."""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from protos.pool.v1 import claims_pb2, claims_pb2_grpc
 from scheduler import kernel
 from scheduler.kernel import Claim, ClaimState, ClusterState, Reason
 from scheduler.service import convert
+from scheduler.service.committed import Committed
 from scheduler.service.engine import Change, Engine
 from scheduler.service.errors import Refused, abort, checked, guarded, not_ready
 
@@ -33,51 +38,54 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
         self._watchers: dict[asyncio.Queue, Callable[[Claim], bool]] = {}
         engine.listen(self._publish)
 
-    def status(self, claim: Claim) -> claims_pb2.ClaimStatus:
-        status = convert.claim_status(claim, self.engine.claim_seq.get(claim.claim_id, 0))
-        if claim.state is ClaimState.PENDING:
-            status.reason = self.engine.pending_reason.get(claim.claim_id, Reason.REASON_UNSPECIFIED)
-        return status
-
-    def _claim(self, claim_id: str) -> Claim:
-        claim = self.engine.state.claim(claim_id)
+    def status(self, claim_id: str, committed: Committed | None = None) -> claims_pb2.ClaimStatus:
+        """A claim as the committed state has it (UNKNOWN_CLAIM if it has none)."""
+        committed = committed or self.engine.committed
+        claim = committed.state.claim(claim_id)
         if claim is None:
             raise Refused("UNKNOWN_CLAIM", f"no claim {claim_id!r}")
-        return claim
+        status = convert.claim_status(claim, committed.claim_seq.get(claim_id, 0))
+        if claim.state is ClaimState.PENDING:
+            status.reason = committed.pending_reason.get(claim_id, Reason.REASON_UNSPECIFIED)
+        return status
 
     @guarded
     async def Submit(self, request, context):
         now = time.time_ns()
         answer = checked(kernel.submit(self.engine.state, convert.spec_from(request)))
-        if isinstance(answer, Claim):    # an identical resubmission: the original answer
-            return self.status(answer)
-        await self.engine.decide([answer], now)
-        return self.status(self.engine.state.claims[request.claim_id])
+        if isinstance(answer, Claim):    # an identical resubmission: the original answer, once durable
+            await self.engine.durable()
+        else:
+            await self.engine.decide([answer], now)
+        return self.status(request.claim_id)
 
     @guarded
     async def Progress(self, request, context):
         event = checked(kernel.progress(self.engine.state, request.claim_id, request.completed_units))
         await self.engine.commit([(event.kind, event.to_body(), event)], time.time_ns())
-        return self.status(self._claim(request.claim_id))
+        return self.status(request.claim_id)
 
     @guarded
     async def Release(self, request, context):
         now = time.time_ns()
-        self._claim(request.claim_id)
+        if self.engine.state.claim(request.claim_id) is None:
+            raise Refused("UNKNOWN_CLAIM", f"no claim {request.claim_id!r}")
         await self.engine.decide([checked(kernel.release(self.engine.state, request.claim_id, now))], now)
-        return self.status(self._claim(request.claim_id))
+        return self.status(request.claim_id)
 
     @guarded
     async def Get(self, request, context):
-        return self.status(self._claim(request.claim_id))
+        return self.status(request.claim_id)
 
     @guarded
     async def List(self, request, context):
-        return claims_pb2.ListClaimsResponse(claims=[self.status(c) for c in self._matching(
-            subtree(self.engine.state, request.tenant), frozenset(ClaimState(s) for s in request.states))])
+        committed = self.engine.committed
+        return claims_pb2.ListClaimsResponse(claims=[self.status(c.claim_id, committed) for c in self._matching(
+            committed, subtree(committed.state, request.tenant), frozenset(ClaimState(s) for s in request.states))])
 
-    def _matching(self, tenants: frozenset[str] | None, states: frozenset[ClaimState]) -> list[Claim]:
-        claims = self.engine.state.claims
+    @staticmethod
+    def _matching(committed: Committed, tenants: frozenset[str] | None, states: frozenset[ClaimState]) -> list[Claim]:
+        claims = committed.state.claims
         return [claims[c] for c in sorted(claims)
                 if (tenants is None or claims[c].tenant in tenants) and (not states or claims[c].state in states)]
 
@@ -85,20 +93,21 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
         try:
             if not self.engine.ready:
                 raise not_ready()
+            committed = self.engine.committed
             if request.WhichOneof("target") == "claim_id":
-                current = [self._claim(request.claim_id)]
+                current = [self.status(request.claim_id, committed)]
                 matches: Callable[[Claim], bool] = lambda c: c.claim_id == request.claim_id  # noqa: E731
             else:
-                tenants = subtree(self.engine.state, request.tenant)
-                current = self._matching(tenants, frozenset())
+                tenants = subtree(committed.state, request.tenant)
+                current = [self.status(c.claim_id, committed) for c in self._matching(committed, tenants, frozenset())]
                 matches = lambda c: c.tenant in tenants  # noqa: E731
         except Refused as error:
             await abort(self.engine, context, error)
         queue: asyncio.Queue = asyncio.Queue(WATCH_QUEUE)
         self._watchers[queue] = matches
         try:
-            for claim in current:
-                yield claims_pb2.ClaimEvent(status=self.status(claim), time_ns=time.time_ns())
+            for status in current:
+                yield claims_pb2.ClaimEvent(status=status, time_ns=time.time_ns())
             while (event := await queue.get()) is not None:
                 yield event
             await abort(self.engine, context, Refused("WATCH_LAGGED", "this watcher fell too far behind; watch again"))
@@ -108,10 +117,12 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
     def _publish(self, change: Change) -> None:
         if not self._watchers or not change.claims:
             return
-        changed = [self.engine.state.claims[c] for c in sorted(change.claims)]
+        committed = self.engine.committed   # published just before the listeners are told
+        changed = [committed.state.claims[c] for c in sorted(change.claims)]
         for queue, matches in list(self._watchers.items()):
             for claim in filter(matches, changed):
-                self._offer(queue, claims_pb2.ClaimEvent(status=self.status(claim), time_ns=change.time_ns))
+                self._offer(queue, claims_pb2.ClaimEvent(status=self.status(claim.claim_id, committed),
+                                                         time_ns=change.time_ns))
 
     @staticmethod
     def _offer(queue: asyncio.Queue, event: claims_pb2.ClaimEvent) -> None:

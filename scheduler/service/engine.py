@@ -2,10 +2,12 @@
 the ledger, kept in step.
 
 Every change goes the same way: the kernel decides (pure), the records are
-applied with the one fold that also replays the ledger at start-up, queued to
-the ledger in that order, and only once they are durable is anyone told —
-the caller, the watchers, the agents (occupancy). Decisions are serialised by
-the event loop: nothing awaits between deciding and queueing.
+applied once — a schedule pass's events by the pass itself, whose resulting
+state is adopted, anything else by the one fold that also replays the ledger
+at start-up — queued to the ledger in that order, and only once they are
+durable is anyone told: the readers (the committed state is published), the
+caller, the watchers, the agents (occupancy). Decisions are serialised by the
+event loop: nothing awaits between deciding and queueing.
 """
 
 from __future__ import annotations
@@ -16,13 +18,16 @@ from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.kernel import (ClaimAdmitted, ClaimRefused, ClaimState, ClaimSubmitted, ClusterState, Event,
-                              Progress, Reason, apply, event_from_body, schedule)
+from scheduler.kernel import (ClaimAdmitted, ClaimRefused, ClaimSubmitted, ClusterState, Event, Progress, Reason,
+                              apply, event_from_body, schedule)
 from scheduler.kernel.events import Settled
 from scheduler.kernel import checkpoint
+from scheduler.kernel.pmap import PMap
 from scheduler.ledger.dcbor import DcborError
 from scheduler.ledger.receipts import Entry
+from scheduler.ledger.steward import prepare
 from scheduler.ledger.writer import GroupCommitWriter
+from scheduler.service.committed import Committed
 from scheduler.service.observed import WINDOWS, Observed, Windows, windows_body, windows_from_body
 
 log = logging.getLogger("pool.scheduler")
@@ -49,39 +54,45 @@ class Change:
 
 class Engine:
     def __init__(self, retention: int, checkpoint_every: int = 0) -> None:
-        self.state = ClusterState()
+        self.state = ClusterState()           # the latest state: what decisions run on
         self.checkpoint_every = checkpoint_every   # receipts between signed checkpoints; 0: none
         self._since_checkpoint = 0
         self.observed = Observed(retention)
         self.writer: GroupCommitWriter | None = None
         self.failed: Exception | None = None
         self.ready = False                    # true once the ledger is verified and replayed
-        self.claim_seq: dict[str, int] = {}   # claim id -> the receipt that last changed its status
+        self.claim_seq = PMap()   # claim id -> the receipt that last changed its status
         self.pending_reason: dict[str, Reason] = {}  # why each pending claim waits, as last decided
         # worker -> the receipt that last changed its occupancy: the version pushed to its agent,
         # increasing across restarts because replay rebuilds it
-        self.occupancy_seq: dict[str, int] = {}
+        self.occupancy_seq = PMap()
+        self.committed = self._view(0)        # what reads serve (committed.py)
         self._listeners: list[Callable[[Change], None]] = []
-        self._last: asyncio.Future | None = None   # the receipt queued last
-        # metrics hooks: each event as it is applied, each refused request by its code
-        self.on_event: Callable[[ClusterState, Event], None] = lambda before, event: None
+        self._last: asyncio.Future | None = None   # the receipts queued last, all durable when it is
+        # metrics hooks: each event as it is committed (with a state where the event's
+        # claims are as it left them), each refused request by its code
+        self.on_event: Callable[[ClusterState, Event], None] = lambda state, event: None
         self.on_refused: Callable[[str], None] = lambda code: None
 
     # -- the one fold, live and at start-up ---------------------------------
 
-    def fold(self, kind: str, body: dict[str, Any], built: Any = None) -> Event | None:
-        """Apply one record; the kernel event it was (None for windows already counted)."""
+    def fold(self, kind: str, body: dict[str, Any], seq: int, built: Any = None) -> Event | None:
+        """Apply one record, the receipt `seq`; the kernel event it was (None for
+        windows already counted)."""
         if kind == WINDOWS:
             worker, windows = (body["worker"], built) if built is not None else windows_from_body(body)
-            event = self.observed.fold(self.state, worker, windows)
+            event = self.observed.fold(self.state, worker, windows, seq)
             if event is None:
                 return None
         else:
             event = built if built is not None else event_from_body(kind, body)
         self.state = apply(self.state, event)
+        self._forget(event)
+        return event
+
+    def _forget(self, event: Event) -> None:
         if isinstance(event, Settled):
             self.observed.forget(event.claim_id)
-        return event
 
     def snapshot(self) -> dict[str, Any]:
         """What a checkpoint holds: the kernel's state and the receipt seqs the
@@ -94,21 +105,36 @@ class Engine:
     def restore(self, body: dict[str, Any]) -> Engine:
         """The ledger's Fold.restore: start from a checkpoint's snapshot."""
         self.state = checkpoint.restore(body["kernel"])
-        self.claim_seq, self.occupancy_seq = dict(body["claim_seq"]), dict(body["occupancy_seq"])
+        self.claim_seq, self.occupancy_seq = PMap(body["claim_seq"]), PMap(body["occupancy_seq"])
         return self
 
     def replay_entry(self, engine: Engine, entry: Entry) -> Engine:
         """The ledger's Fold.apply: the engine folds in place and is its own state."""
-        before = self.state
-        claims: set[str] = set()
-        workers: set[str] = set()
-        _touched(before, self.fold(entry.kind, entry.body), claims, workers)
-        self._stamp(claims, workers, entry.seq)
+        event = self.fold(entry.kind, entry.body, entry.seq)
+        if event is not None:
+            self._stamp(self.state, event, entry.seq, set(), set())
         return self
 
-    def _stamp(self, claims: set[str], workers: set[str], seq: int) -> None:
-        self.claim_seq.update(dict.fromkeys(claims, seq))
-        self.occupancy_seq.update(dict.fromkeys(workers, seq))
+    def _stamp(self, state: ClusterState, event: Event, seq: int, claims: set[str], workers: set[str]) -> None:
+        """Stamp the claims and workers `event` changes with its receipt's seq,
+        adding them to `claims` and `workers`."""
+        mine: set[str] = set()
+        hosts: set[str] = set()
+        _touched(state, event, mine, hosts)
+        for claim_id in mine:
+            self.claim_seq = self.claim_seq.set(claim_id, seq)
+        for host in hosts:
+            self.occupancy_seq = self.occupancy_seq.set(host, seq)
+        claims |= mine
+        workers |= hosts
+
+    def start(self, writer: GroupCommitWriter) -> None:
+        """Replay is done: what it rebuilt is durable, and `writer` takes every change from here."""
+        self.writer = writer
+        self.committed = self._view(writer.next_seq)
+
+    def _view(self, length: int) -> Committed:
+        return Committed(self.state, self.claim_seq, self.occupancy_seq, self.pending_reason, length)
 
     # -- committing ---------------------------------------------------------
 
@@ -118,55 +144,84 @@ class Engine:
     async def commit(self, records: Iterable[Record], now_ns: int) -> Change:
         return await self.queue(records, now_ns)
 
-    def queue(self, records: Iterable[Record], now_ns: int) -> Coroutine[Any, Any, Change]:
+    def queue(self, records: Iterable[Record], now_ns: int,
+              result: ClusterState | None = None) -> Coroutine[Any, Any, Change]:
         """Apply the records and queue them to the ledger, now, in this order;
-        what is returned, awaited, waits until they are durable and then tells
-        the listeners."""
+        what is returned, awaited, waits until they are durable, by which time
+        the state they lead to is published to readers and the listeners are
+        told. With `result`, the records are kernel events that a schedule pass
+        has already applied and `result` is the state they lead to: it is
+        adopted, and nothing is applied twice."""
         if self.failed is not None:
             raise LedgerFailed(str(self.failed))
-        assert self.writer is not None
+        writer = self.writer
+        assert writer is not None
+        records = list(records)
+        prepared = [prepare(kind, body, now_ns) for kind, body, _ in records]   # a bad body changes nothing
         futures: list[asyncio.Future] = []
         claims: set[str] = set()
         workers: set[str] = set()
-        for kind, body, built in records:
-            before = self.state
-            event = self.fold(kind, body, built)
+        for (kind, body, built), item in zip(records, prepared):
+            seq = writer.next_seq
+            if result is None:
+                event = self.fold(kind, body, seq, built)
+                state = self.state
+            else:
+                event, state = built, result
+                self._forget(event)
             if event is not None:
-                self.on_event(before, event)
-            mine: set[str] = set()
-            hosts: set[str] = set()
-            _touched(before, event, mine, hosts)
-            self._stamp(mine, hosts, self.writer.next_seq)
-            claims |= mine
-            workers |= hosts
-            futures.append(self.writer.submit(kind, body, now_ns))
+                self.on_event(state, event)
+                self._stamp(state, event, seq, claims, workers)
+            futures.append(writer.enqueue(item))
+        if result is not None:
+            self.state = result
         checkpoint_due = self._checkpoint(len(futures))
         if checkpoint_due is not None:
             futures.append(checkpoint_due)
         if futures:
             self._last = futures[-1]
-        return self._durable(futures, Change(frozenset(claims), frozenset(workers), now_ns))
+        elif self._last is not None:
+            futures = [self._last]   # nothing new: published once what is in flight is durable
+        view, change = self._view(writer.next_seq), Change(frozenset(claims), frozenset(workers), now_ns)
+        durable = asyncio.gather(*futures)
+        # published by the future itself, not by whoever awaits it: a caller that goes
+        # away must not keep readers and listeners from hearing of a durable change
+        durable.add_done_callback(lambda done: self._published(done, view, change))
+        return self._durable(durable, change)
 
-    async def _durable(self, futures: list[asyncio.Future], change: Change) -> Change:
-        try:
-            # shielded: a caller that goes away must not cancel the ledger's futures, others wait on them
-            await asyncio.shield(asyncio.gather(*futures))
-        except Exception as exc:
-            self.failed = exc
-            log.critical("ledger append failed; memory is ahead of the ledger, stopping: %s", exc)
-            raise LedgerFailed(str(exc)) from exc
+    def _published(self, done: asyncio.Future, view: Committed, change: Change) -> None:
+        """Once a commit is durable: publish its state to readers, then tell the listeners."""
+        error = done.exception()   # the gather is never cancelled: callers await it shielded
+        if error is not None:
+            if self.failed is None:
+                self.failed = error
+                log.critical("ledger append failed; memory is ahead of the ledger, stopping: %s", error)
+            return
+        if view.length >= self.committed.length:   # always: commits become durable in queue order
+            self.committed = view
         for listener in self._listeners:
             listener(change)
+
+    @staticmethod
+    async def _durable(durable: asyncio.Future, change: Change) -> Change:
+        try:
+            # shielded: a caller that goes away must not cancel the ledger's futures, others wait on them
+            await asyncio.shield(durable)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            raise LedgerFailed(str(exc)) from exc
         return change
+
+    async def durable(self) -> None:
+        """Wait until everything queued so far is durable and published."""
+        await self.queue((), 0)
 
     async def durable_acked(self, worker: str) -> int:
         """The highest window seq counted for a host, once it is durable: an
         agent drops its buffered windows up to what it is told."""
-        acked, last = self.state.acked.get(worker, 0), self._last
-        if last is not None:
-            await asyncio.wait([last])   # the ledger writes in queue order: all before it are durable too
-            if last.exception() is not None:
-                raise LedgerFailed(str(last.exception()))
+        acked = self.state.acked.get(worker, 0)
+        await self.durable()
         return acked
 
     def _checkpoint(self, appended: int) -> asyncio.Future | None:
@@ -183,16 +238,20 @@ class Engine:
             log.warning("checkpoint skipped: %s", exc)
             return None
 
-    async def decide(self, first: Iterable[Event], now_ns: int) -> Change:
+    async def decide(self, first: Iterable[Event], now_ns: int, state: ClusterState | None = None) -> Change:
         """Commit `first` and whatever the pending queue then admits, preempts
-        or refuses, as one decision."""
+        or refuses, as one decision. `state`, when given, is the latest state
+        with `first` already applied (SubmitMany checks each claim against the
+        ones before it); otherwise `first` is applied here."""
         first = list(first)
-        state = self.state
-        for event in first:
-            state = apply(state, event)
+        if state is None:
+            state = self.state
+            for event in first:
+                state = apply(state, event)
         decision = schedule(state, now_ns)
         self.pending_reason = dict(decision.reasons)
-        return await self.commit([(e.kind, e.to_body(), e) for e in (*first, *decision.events)], now_ns)
+        return await self.queue([(e.kind, e.to_body(), e) for e in (*first, *decision.events)], now_ns,
+                                result=decision.state)
 
     def record_windows(self, worker: str, windows: Windows, now_ns: int) -> asyncio.Future[Change]:
         """Fold and queue a batch now; the future resolves once it is durable
@@ -200,9 +259,11 @@ class Engine:
         return asyncio.ensure_future(self.queue([(WINDOWS, windows_body(worker, windows), windows)], now_ns))
 
 
-def _touched(before: ClusterState, event: Event | None, claims: set[str], workers: set[str]) -> None:
+def _touched(after: ClusterState, event: Event, claims: set[str], workers: set[str]) -> None:
     """Claims whose status an event changes (metering is not a status change),
-    and workers whose occupancy it changes."""
+    and workers whose occupancy it changes. `after` is any state from the
+    event on: a settled claim keeps the worker it was admitted on (none if it
+    was settled while pending), and is never admitted again."""
     if isinstance(event, ClaimSubmitted):
         claims.add(event.spec.claim_id)
     elif isinstance(event, ClaimAdmitted):
@@ -210,6 +271,5 @@ def _touched(before: ClusterState, event: Event | None, claims: set[str], worker
         workers.add(event.worker)
     elif isinstance(event, (ClaimRefused, Progress, Settled)):
         claims.add(event.claim_id)
-        old = before.claims.get(event.claim_id)
-        if isinstance(event, Settled) and old is not None and old.state is ClaimState.ADMITTED:
-            workers.add(old.worker)
+        if isinstance(event, Settled) and after.claims[event.claim_id].worker:
+            workers.add(after.claims[event.claim_id].worker)

@@ -90,7 +90,7 @@ class Scheduler:
         self.engine.on_event = self.metrics.count
         self.engine.on_refused = lambda code: self.metrics.refusals.labels(code).inc()
         self.engine.listen(lambda change: self.metrics.ledger_length.set(self.engine.writer.steward.length))
-        self.metrics.watch_state(lambda: self.engine.state, lambda: self.engine.pending_reason)
+        self.metrics.watch_state(lambda: self.engine.committed.state, lambda: self.engine.committed.pending_reason)
 
     async def _set_health(self, status: int) -> None:
         for service in SERVICES:
@@ -105,7 +105,7 @@ class Scheduler:
             self.metrics.serve(self.config.server.metrics)
         started = time.monotonic()
         steward = await asyncio.get_running_loop().run_in_executor(None, open_ledger, self.config, self.engine)
-        self.engine.writer = GroupCommitWriter(steward)
+        self.engine.start(GroupCommitWriter(steward))
         tune_collector()
         self.metrics.replay_seconds.set(time.monotonic() - started)
         self.metrics.ledger_length.set(steward.length)

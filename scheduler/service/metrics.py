@@ -35,14 +35,15 @@ class SchedulerMetrics:
                                          registry=r)
         self.agents_live = Gauge("pool_agents_live", "Agents with an open stream", registry=r)
 
-    def count(self, before: ClusterState, event: Event) -> None:
+    def count(self, state: ClusterState, event: Event) -> None:
+        """One committed event; `state` is one from the event on (a claim's hold never changes once admitted)."""
         if isinstance(event, ClaimAdmitted):
             self.admissions.inc()
         elif isinstance(event, ClaimRefused):
             self.refusals.labels(event.reason.name).inc()
         elif isinstance(event, Settled):
             self.settlements.labels(event.kind).inc()
-            if event.actual_uj > before.claims[event.claim_id].hold_uj:
+            if event.actual_uj > state.claims[event.claim_id].hold_uj:
                 self.overruns.inc()
 
     def watch_state(self, state: Callable[[], ClusterState], pending: Callable[[], dict[str, Reason]]) -> None:

@@ -100,15 +100,18 @@ def occupants(state: ClusterState, worker: str) -> dict[str, list[str]]:
 
 
 class Observed:
+    """The rows and observations carry the seq of the receipt they came from,
+    so that reads can serve only what is durable (committed.py)."""
+
     def __init__(self, retention: int) -> None:
-        # split rows as plain tuples in SplitRow's order, grades by name
+        # split rows as plain tuples in SplitRow's order, grades by name, then the receipt's seq
         self.rows: deque[tuple] = deque(maxlen=retention)
-        # per claim: (device, start_ns, end_ns, uj, grade name) of its recent windows
+        # per claim: (device, start_ns, end_ns, uj, grade name, receipt seq) of its recent windows
         self._by_claim: dict[str, deque[tuple]] = defaultdict(lambda: deque(maxlen=OBSERVATIONS_PER_CLAIM))
 
-    def fold(self, state: ClusterState, worker: str, windows: Windows) -> Metered | None:
-        """Record a batch; the Metered event it means for the kernel (None when
-        every window was already counted)."""
+    def fold(self, state: ClusterState, worker: str, windows: Windows, seq: int) -> Metered | None:
+        """Record a batch, from the receipt `seq`; the Metered event it means for
+        the kernel (None when every window was already counted)."""
         fresh = windows.since(state.acked.get(worker, 0))
         if not fresh.seq:
             return None
@@ -117,12 +120,12 @@ class Observed:
         tenant = {o: c.tenant if c else "" for o, c in claims.items()}
         self.rows.extend(zip(map(tenant.__getitem__, fresh.occupant), fresh.occupant, repeat(worker),
                              map(fresh.device.__getitem__, owner), map(fresh.start_ns.__getitem__, owner),
-                             map(fresh.end_ns.__getitem__, owner), fresh.share_uj, fresh.share_grade))
-        self._observe(occupants(state, worker), fresh, owner)
+                             map(fresh.end_ns.__getitem__, owner), fresh.share_uj, fresh.share_grade, repeat(seq)))
+        self._observe(occupants(state, worker), fresh, owner, seq)
         admitted = {o for o, c in claims.items() if c is not None and c.state is ClaimState.ADMITTED}
         return Metered(worker, fresh.seq[-1], _deltas(admitted, fresh))
 
-    def _observe(self, on_device: Mapping[str, list[str]], w: Windows, owner: list[int]) -> None:
+    def _observe(self, on_device: Mapping[str, list[str]], w: Windows, owner: list[int], seq: int) -> None:
         """Each claim on a window's device sees the window: its own share's µJ
         and grade (none if the window has no figure), else the window's grade."""
         if not on_device:
@@ -133,21 +136,23 @@ class Observed:
             for claim_id in claim_ids:
                 uj, grade = mine.get((i, claim_id), (None, w.grade[i]))
                 self._by_claim[claim_id].append((device, w.start_ns[i], w.end_ns[i],
-                                                 uj if w.uj[i] is not None else None, grade))
+                                                 uj if w.uj[i] is not None else None, grade, seq))
 
     def forget(self, claim_id: str) -> None:
         self._by_claim.pop(claim_id, None)
 
-    def observation(self, state: ClusterState, claim_id: str, window_ns: int) -> Observation | None:
+    def observation(self, state: ClusterState, claim_id: str, window_ns: int, below: int) -> Observation | None:
         """The claim's energy over the most recent `window_ns` (at least), on the
-        devices its idle threshold is judged by: its GPUs, else CPU packages.
-        No figure if any window in the span has none."""
+        devices its idle threshold is judged by: its GPUs, else CPU packages;
+        from receipts below seq `below` only. No figure if any window in the
+        span has none."""
         claim = state.claims.get(claim_id)
         history = self._by_claim.get(claim_id)
         if claim is None or not history:
             return None
         gpus = {d.device_id for d in claim.devices}
-        relevant = [o for o in history if (o[0] in gpus if gpus else o[0].startswith(CPU_PREFIX))]
+        relevant = [o for o in history
+                    if o[5] < below and (o[0] in gpus if gpus else o[0].startswith(CPU_PREFIX))]
         if not relevant:
             return None
         end = max(o[2] for o in relevant)
@@ -156,9 +161,10 @@ class Observed:
         total = None if any(o[3] is None for o in span) else sum(o[3] for o in span)
         return Observation(start, end, total, worst(GRADES[o[4]] for o in span))
 
-    def splits(self, tenants: frozenset[str] | None, since_ns: int, device_id: str) -> list[SplitRow]:
+    def splits(self, tenants: frozenset[str] | None, since_ns: int, device_id: str, below: int) -> list[SplitRow]:
+        """The rows from receipts below seq `below`."""
         return [SplitRow(*r[:7], GRADES[r[7]]) for r in self.rows
-                if r[5] > since_ns and (not device_id or r[3] == device_id)
+                if r[8] < below and r[5] > since_ns and (not device_id or r[3] == device_id)
                 and (tenants is None or r[0] in tenants)]
 
 

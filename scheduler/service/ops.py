@@ -1,5 +1,7 @@
 """The Operations service: the tree, workers, explain, splits, preemption and
-reclamation order, estimates, and the ledger's head, export and witnesses."""
+reclamation order, estimates, and the ledger's head, export and witnesses.
+
+Every read serves the committed state (committed.py); Reclaim decides on the latest."""
 
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ class OperationsServicer(ops_pb2_grpc.OperationsServicer):
 
     @guarded
     async def Tenants(self, request, context):
-        state = self.engine.state
+        state = self.engine.committed.state
         start = state.epoch_ns + state.period_index * state.period_ns if state.period_ns else 0
         return ops_pb2.TenantsResponse(tenants=[convert.tenant_node(v) for v in kernel.tenants(state)],
                                        period_start_ns=start, period_ns=state.period_ns)
@@ -41,16 +43,18 @@ class OperationsServicer(ops_pb2_grpc.OperationsServicer):
         return ops_pb2.WorkersResponse(workers=[
             convert.worker_status(v, self.agents.live(v.worker.worker_id),
                                   self.agents.meters.get(v.worker.worker_id, []))
-            for v in kernel.workers(self.engine.state)])
+            for v in kernel.workers(self.engine.committed.state)])
 
     @guarded
     async def Explain(self, request, context):
-        return convert.explanation(checked(kernel.explain(self.engine.state, request.claim_id, time.time_ns())))
+        return convert.explanation(checked(kernel.explain(self.engine.committed.state, request.claim_id,
+                                                          time.time_ns())))
 
     @guarded
     async def Splits(self, request, context):
-        tenants = subtree(self.engine.state, request.tenant)
-        rows = self.engine.observed.splits(tenants, request.since_ns, request.device_id)
+        committed = self.engine.committed
+        tenants = subtree(committed.state, request.tenant)
+        rows = self.engine.observed.splits(tenants, request.since_ns, request.device_id, committed.length)
         totals: dict[str, tuple[int, list[Grade]]] = defaultdict(lambda: (0, []))
         for row in rows:
             uj, grades = totals[row.tenant]
@@ -63,33 +67,34 @@ class OperationsServicer(ops_pb2_grpc.OperationsServicer):
 
     @guarded
     async def PreemptionOrder(self, request, context):
-        plan = kernel.preemption_order(self.engine.state, request.for_claim_id or None, time.time_ns())
+        plan = kernel.preemption_order(self.engine.committed.state, request.for_claim_id or None, time.time_ns())
         return convert.preemption(checked(plan))
 
-    def _verdicts(self) -> tuple[kernel.ClaimVerdict, ...]:
-        state = self.engine.state
+    def _verdicts(self, state: kernel.ClusterState, below: int) -> tuple[kernel.ClaimVerdict, ...]:
+        """Idle verdicts on `state`, from the windows of receipts below seq `below`."""
         window = state.idle.window_ns
         admitted = [c for t in state.open_by_tenant for c in state.open_by_tenant[t]]
-        observations = {c: o for c in admitted if (o := self.engine.observed.observation(state, c, window))}
+        observations = {c: o for c in admitted if (o := self.engine.observed.observation(state, c, window, below))}
         return kernel.idle_verdicts(state, observations)
 
     @guarded
     async def ReclamationOrder(self, request, context):
-        verdicts = self._verdicts()
+        committed = self.engine.committed
+        verdicts = self._verdicts(committed.state, committed.length)
         return ops_pb2.ReclamationOrderResponse(verdicts=[convert.claim_verdict(v) for v in verdicts],
                                                 order=kernel.reclamation_order(verdicts),
-                                                window_ns=self.engine.state.idle.window_ns)
+                                                window_ns=committed.state.idle.window_ns)
 
     @guarded
     async def Reclaim(self, request, context):
         now = time.time_ns()
-        order = kernel.reclamation_order(self._verdicts())
+        order = kernel.reclamation_order(self._verdicts(self.engine.state, self._writer.next_seq))
         await self.engine.decide(kernel.reclaim(self.engine.state, order, now), now)
         return ops_pb2.ReclaimResponse(reclaimed=order)
 
     @guarded
     async def Estimate(self, request, context):
-        return convert.estimate(checked(kernel.derived_estimate(self.engine.state, request.work_class)))
+        return convert.estimate(checked(kernel.derived_estimate(self.engine.committed.state, request.work_class)))
 
     @guarded
     async def LedgerHead(self, request, context):

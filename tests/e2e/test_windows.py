@@ -76,8 +76,10 @@ def test_good_windows_pass():
 def test_the_body_folds_like_the_live_batch():
     w = batch(window(1, shares=(("a", 4, HW), ("unallocated", 6, MODEL))), window(2, uj=None, shares=()))
     live, replayed = Observed(10), Observed(10)
-    event = live.fold(ClusterState(), "h1", w)
-    assert event == replayed.fold(ClusterState(), *windows_from_body(dcbor.decode(dcbor.encode(windows_body("h1", w)))))
+    event = live.fold(ClusterState(), "h1", w, 7)
+    assert event == replayed.fold(ClusterState(), *windows_from_body(dcbor.decode(dcbor.encode(windows_body("h1", w)))),
+                                  7)
     assert event.window_seq == 2 and list(live.rows) == list(replayed.rows)
-    assert [(r.tenant, r.claim_id, r.device_id, r.uj, r.grade.name) for r in live.splits(None, 0, "")] == [
+    assert [(r.tenant, r.claim_id, r.device_id, r.uj, r.grade.name) for r in live.splits(None, 0, "", 8)] == [
         ("", "a", "GPU-0", 4, "HwShunt"), ("", "unallocated", "GPU-0", 6, "ModelBased")]
+    assert live.splits(None, 0, "", 7) == [], "rows of a receipt not yet durable are not served"
