@@ -3,20 +3,27 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import json
+import sys
+from typing import Any, TextIO
 
 import grpc
+from google.protobuf import json_format
 
 from protos.energy import format_uj
+from protos.limits import SUBMIT_MANY_MAX
 from protos.pool.v1 import claims_pb2, claims_pb2_grpc, types_pb2
-from scheduler.ctl.output import CtlError, emit, table
+from scheduler.ctl.output import EXIT_FAILED, CtlError, emit, table
 from scheduler.ctl.wire import as_ctl_error, call, channel, online_verb, to_doc
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
-    p = online_verb(verbs, "submit", "submit a claim", _submit)
-    p.add_argument("claim_id")
-    p.add_argument("--tenant", required=True)
+    p = online_verb(verbs, "submit", "submit a claim, or every claim in a JSON Lines file", _submit)
+    p.add_argument("claim_id", nargs="?")
+    p.add_argument("--file", metavar="CLAIMS.jsonl",
+                   help="one SubmitRequest per line, as JSON (claims.proto's field names; - for stdin), "
+                        f"sent with SubmitMany {SUBMIT_MANY_MAX} at a time; instead of CLAIM_ID and the flags")
+    p.add_argument("--tenant")
     p.add_argument("--estimate-uj", type=int, help="your own estimate (graded Estimator)")
     p.add_argument("--work-class", default="", help="a declared work class (derived, ModelBased)")
     p.add_argument("--gang", default="", metavar="GANG_ID")
@@ -61,6 +68,12 @@ def _natural(value: int, flag: str) -> int:
 
 
 def _submit(args: Any) -> int:
+    if args.file is not None:
+        if args.claim_id is not None:
+            raise CtlError("INVALID_ARGUMENT", "give a CLAIM_ID or --file, not both")
+        return submit_file(args, args.file)
+    if args.claim_id is None or args.tenant is None:
+        raise CtlError("INVALID_ARGUMENT", "submit needs a CLAIM_ID and --tenant (or --file)")
     request = claims_pb2.SubmitRequest(
         claim_id=args.claim_id, tenant=args.tenant, gang_id=args.gang,
         gang_size=_natural(args.gang_size, "--gang-size"), work_class=args.work_class,
@@ -75,6 +88,43 @@ def _submit(args: Any) -> int:
     if args.estimate_uj is not None:
         request.estimate_uj = _natural(args.estimate_uj, "--estimate-uj")
     return _show(args, call(_stub(args).Submit, request))
+
+
+def submit_file(args: Any, path: str) -> int:
+    """Every claim in a JSON Lines file, SUBMIT_MANY_MAX per SubmitMany call,
+    all read and checked before the first is sent. Exit 1 if any was refused
+    (each refusal also on stderr, with its line)."""
+    requests = _read_claims(sys.stdin if path == "-" else _open(path))
+    stub, results = _stub(args), []
+    for at in range(0, len(requests), SUBMIT_MANY_MAX):
+        batch = requests[at:at + SUBMIT_MANY_MAX]
+        results.extend(call(stub.SubmitMany, claims_pb2.SubmitManyRequest(claims=batch)).results)
+    refused = [(n, r.refused.message) for n, r in enumerate(results, 1) if r.WhichOneof("result") == "refused"]
+    emit(args, {"results": [to_doc(r) for r in results]},
+         lambda doc: render_claims([d["status"] for d in doc["results"] if d["status"] is not None]))
+    for line, message in refused:
+        print(f"poolctl: line {line}: {message}", file=sys.stderr)
+    return EXIT_FAILED if refused else 0
+
+
+def _open(path: str) -> TextIO:
+    try:
+        return open(path, encoding="utf-8")
+    except OSError as error:
+        raise CtlError("INVALID_ARGUMENT", f"--file {path}: {error.strerror}") from None
+
+
+def _read_claims(lines: TextIO) -> list[claims_pb2.SubmitRequest]:
+    requests = []
+    with lines:
+        for n, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                requests.append(json_format.ParseDict(json.loads(line), claims_pb2.SubmitRequest()))
+            except (ValueError, json_format.ParseError) as error:
+                raise CtlError("INVALID_ARGUMENT", f"line {n}: {error}") from None
+    return requests
 
 
 def _progress(args: Any) -> int:

@@ -11,7 +11,8 @@ import time
 from collections.abc import Callable
 
 
-from protos.pool.v1 import claims_pb2, claims_pb2_grpc
+from protos.limits import SUBMIT_MANY_MAX
+from protos.pool.v1 import claims_pb2, claims_pb2_grpc, types_pb2
 from scheduler import kernel
 from scheduler.kernel import Claim, ClaimState, ClusterState, Reason
 from scheduler.service import convert
@@ -20,8 +21,6 @@ from scheduler.service.engine import Change, Engine
 from scheduler.service.errors import Refused, abort, checked, guarded, not_ready
 
 WATCH_QUEUE = 10_000   # events a slow watcher may fall behind before it is cut off
-
-
 def subtree(state: ClusterState, tenant: str) -> frozenset[str] | None:
     """A tenant and every node under it (None for "all"); UNKNOWN_TENANT if absent."""
     if not tenant:
@@ -51,13 +50,50 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
 
     @guarded
     async def Submit(self, request, context):
-        now = time.time_ns()
-        answer = checked(kernel.submit(self.engine.state, convert.spec_from(request)))
-        if isinstance(answer, Claim):    # an identical resubmission: the original answer, once durable
-            await self.engine.durable()
-        else:
-            await self.engine.decide([answer], now)
+        [refusal] = await self._submit([request])
+        if refusal is not None:
+            raise refusal
         return self.status(request.claim_id)
+
+    @guarded
+    async def SubmitMany(self, request, context):
+        if len(request.claims) > SUBMIT_MANY_MAX:
+            raise Refused("INVALID_ARGUMENT", f"claims: at most {SUBMIT_MANY_MAX} claims per call, "
+                                              f"got {len(request.claims)}")
+        refusals = await self._submit(request.claims)
+        for refusal in filter(None, refusals):
+            self.engine.on_refused(refusal.code)
+        committed = self.engine.committed
+        return claims_pb2.SubmitManyResponse(results=[
+            claims_pb2.SubmitResult(status=self.status(claim.claim_id, committed)) if refusal is None else
+            claims_pb2.SubmitResult(refused=claims_pb2.Refusal(code=types_pb2.ErrorCode.Value(refusal.code),
+                                                               message=str(refusal)))
+            for claim, refusal in zip(request.claims, refusals)])
+
+    async def _submit(self, requests) -> list[Refused | None]:
+        """The one door for submissions: check each request in order against
+        the latest state with the accepted ones before it added, decide the
+        accepted ones together (one pass, one group commit), and return once
+        every answer is durable; per request, None or why it was refused."""
+        now = time.time_ns()
+        state = self.engine.state
+        accepted: list[kernel.ClaimSubmitted] = []
+        refusals: list[Refused | None] = []
+        for request in requests:
+            try:
+                answer = checked(kernel.submit(state, convert.spec_from(request)))
+            except Refused as refusal:
+                refusals.append(refusal)
+                continue
+            refusals.append(None)
+            if isinstance(answer, kernel.ClaimSubmitted):   # else an identical resubmission: its original answer
+                state = kernel.apply(state, answer)
+                accepted.append(answer)
+        if accepted:
+            await self.engine.decide(accepted, now, state)
+        else:
+            await self.engine.durable()
+        return refusals
 
     @guarded
     async def Progress(self, request, context):

@@ -178,3 +178,25 @@ def test_a_caller_that_goes_away_does_not_keep_the_change_from_readers(tmp_path)
         await close(engine, steward)
 
     asyncio.run(run())
+
+
+def test_claims_decided_together_are_one_group_commit(tmp_path):
+    """SubmitMany's accepted claims go to decide as one list: one pass, one
+    transaction for all their receipts."""
+    async def run() -> None:
+        engine, steward = opened(tmp_path / "ledger.sqlite")
+        await configured(engine)
+        stored = []
+        real = steward.store
+        steward.store = lambda made: stored.append(len(made)) or real(made)
+        state, events = engine.state, []
+        for i in range(50):
+            event = kernel.submit(state, ClaimSpec(f"c{i}", "ab"[i % 2], estimate_uj=10))
+            state = kernel.apply(state, event)
+            events.append(event)
+        await engine.decide(events, 1, state)
+        assert stored == [100], "50 submissions and 50 admissions in one transaction"
+        assert engine.committed.state == engine.state and len(engine.state.open_by_tenant["a"]) == 25
+        await close(engine, steward)
+
+    asyncio.run(run())

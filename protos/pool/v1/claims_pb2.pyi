@@ -29,6 +29,34 @@ class SubmitRequest(_message.Message):
     priority: int
     def __init__(self, claim_id: _Optional[str] = ..., tenant: _Optional[str] = ..., gang_id: _Optional[str] = ..., gang_size: _Optional[int] = ..., resources: _Optional[_Union[_types_pb2.Resources, _Mapping]] = ..., placement: _Optional[_Union[_types_pb2.Placement, str]] = ..., estimate_uj: _Optional[int] = ..., work_class: _Optional[str] = ..., priority: _Optional[int] = ...) -> None: ...
 
+class SubmitManyRequest(_message.Message):
+    __slots__ = ("claims",)
+    CLAIMS_FIELD_NUMBER: _ClassVar[int]
+    claims: _containers.RepeatedCompositeFieldContainer[SubmitRequest]
+    def __init__(self, claims: _Optional[_Iterable[_Union[SubmitRequest, _Mapping]]] = ...) -> None: ...
+
+class SubmitManyResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[SubmitResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[SubmitResult, _Mapping]]] = ...) -> None: ...
+
+class SubmitResult(_message.Message):
+    __slots__ = ("status", "refused")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
+    status: ClaimStatus
+    refused: Refusal
+    def __init__(self, status: _Optional[_Union[ClaimStatus, _Mapping]] = ..., refused: _Optional[_Union[Refusal, _Mapping]] = ...) -> None: ...
+
+class Refusal(_message.Message):
+    __slots__ = ("code", "message")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    code: _types_pb2.ErrorCode
+    message: str
+    def __init__(self, code: _Optional[_Union[_types_pb2.ErrorCode, str]] = ..., message: _Optional[str] = ...) -> None: ...
+
 class ProgressRequest(_message.Message):
     __slots__ = ("claim_id", "completed_units")
     CLAIM_ID_FIELD_NUMBER: _ClassVar[int]

@@ -39,6 +39,11 @@ class ClaimsStub:
                 request_serializer=protos_dot_pool_dot_v1_dot_claims__pb2.SubmitRequest.SerializeToString,
                 response_deserializer=protos_dot_pool_dot_v1_dot_claims__pb2.ClaimStatus.FromString,
                 _registered_method=True)
+        self.SubmitMany = channel.unary_unary(
+                '/pool.v1.Claims/SubmitMany',
+                request_serializer=protos_dot_pool_dot_v1_dot_claims__pb2.SubmitManyRequest.SerializeToString,
+                response_deserializer=protos_dot_pool_dot_v1_dot_claims__pb2.SubmitManyResponse.FromString,
+                _registered_method=True)
         self.Progress = channel.unary_unary(
                 '/pool.v1.Claims/Progress',
                 request_serializer=protos_dot_pool_dot_v1_dot_claims__pb2.ProgressRequest.SerializeToString,
@@ -76,6 +81,25 @@ class ClaimsServicer:
         (UNKNOWN_TENANT, UNKNOWN_WORK_CLASS), ALREADY_EXISTS (DUPLICATE_CLAIM),
         FAILED_PRECONDITION (EMPTY_WORK_CLASS), UNAVAILABLE (NOT_READY,
         LEDGER_UNAVAILABLE).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SubmitMany(self, request, context):
+        """Submit up to 1,000 claims in one call. Each claim is checked as Submit
+        checks it, in order, against the current state with the accepted claims
+        before it in the same request already added (so a whole gang can come in
+        one request, and a repeated claim_id with an identical request is
+        answered as a resubmission). The accepted claims are then decided
+        together, in one pass of the pending queue, and recorded in one group
+        commit before the answer. The answer has one result per claim, in
+        request order: the claim's status, or why that claim was refused (the
+        same code and message Submit would give; a refused claim leaves no
+        receipt and does not stop the others). Resubmitting an identical request
+        returns the original answers. Errors for the whole call (nothing is
+        recorded): INVALID_ARGUMENT (INVALID_ARGUMENT: more than 1,000 claims),
+        UNAVAILABLE (NOT_READY, LEDGER_UNAVAILABLE).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -130,6 +154,11 @@ def add_ClaimsServicer_to_server(servicer, server):
                     request_deserializer=protos_dot_pool_dot_v1_dot_claims__pb2.SubmitRequest.FromString,
                     response_serializer=protos_dot_pool_dot_v1_dot_claims__pb2.ClaimStatus.SerializeToString,
             ),
+            'SubmitMany': grpc.unary_unary_rpc_method_handler(
+                    servicer.SubmitMany,
+                    request_deserializer=protos_dot_pool_dot_v1_dot_claims__pb2.SubmitManyRequest.FromString,
+                    response_serializer=protos_dot_pool_dot_v1_dot_claims__pb2.SubmitManyResponse.SerializeToString,
+            ),
             'Progress': grpc.unary_unary_rpc_method_handler(
                     servicer.Progress,
                     request_deserializer=protos_dot_pool_dot_v1_dot_claims__pb2.ProgressRequest.FromString,
@@ -183,6 +212,33 @@ class Claims:
             '/pool.v1.Claims/Submit',
             protos_dot_pool_dot_v1_dot_claims__pb2.SubmitRequest.SerializeToString,
             protos_dot_pool_dot_v1_dot_claims__pb2.ClaimStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SubmitMany(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pool.v1.Claims/SubmitMany',
+            protos_dot_pool_dot_v1_dot_claims__pb2.SubmitManyRequest.SerializeToString,
+            protos_dot_pool_dot_v1_dot_claims__pb2.SubmitManyResponse.FromString,
             options,
             channel_credentials,
             insecure,
