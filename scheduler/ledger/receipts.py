@@ -3,7 +3,7 @@
 The core is the map {"seq", "body", "kind", "prev", "profile", "time_ns"} (written
 in canonical key order) and nothing else. `prev` is the SHA-256 of the previous
 receipt's full COSE bytes, 32 zero bytes for receipt 0. Kinds are the callers'
-text; three belong to the ledger itself (see LEDGER_KINDS).
+text; four belong to the ledger itself (see LEDGER_KINDS).
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ ZERO_HASH = bytes(32)
 GENESIS = "genesis"         # receipt 0: {"steward_key": raw public key}
 WITNESS = "witness"         # {"statement": a witness's COSE_Sign1}
 CHECKPOINT = "checkpoint"   # {"state", "witnessed_length", "witness_key_id"}
-LEDGER_KINDS = frozenset({GENESIS, WITNESS, CHECKPOINT})
+LOSS_ACCEPTED = "loss_accepted"   # {"recorded_length", "recorded_head", "length"}: see store.Loss
+LEDGER_KINDS = frozenset({GENESIS, WITNESS, CHECKPOINT, LOSS_ACCEPTED})
 _FIELDS = ("seq", "body", "kind", "prev", "profile", "time_ns")  # canonical order
 
 

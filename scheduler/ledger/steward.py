@@ -14,9 +14,9 @@ from typing import Any, NamedTuple
 from scheduler.ledger import cose, dcbor, receipts, witness
 from scheduler.ledger.fold import Fold, Folder
 from scheduler.ledger.keys import SigningKey
-from scheduler.ledger.receipts import CHECKPOINT, GENESIS, LEDGER_KINDS, WITNESS, Receipt
+from scheduler.ledger.receipts import CHECKPOINT, GENESIS, LEDGER_KINDS, LOSS_ACCEPTED, WITNESS, Receipt
 from scheduler.ledger.sqlite import SqliteStore
-from scheduler.ledger.store import Store, StoreError
+from scheduler.ledger.store import HistoryLost, Loss, Store, StoreError, recorded_loss
 from scheduler.ledger.verify import Anchor, LedgerInvalid, Report, WitnessSeen, verify
 
 
@@ -49,6 +49,13 @@ def prepare(kind: str, body: dict, time_ns: int | None = None, *, internal: bool
     return Prepared(kind, dcbor.normalize(body), time_ns)
 
 
+def accepted(loss: Loss) -> Prepared:
+    """The receipt that says a loss was accepted, appended where the store now ends."""
+    return prepare(LOSS_ACCEPTED, {"recorded_length": loss.recorded_length,
+                                   "recorded_head": loss.recorded_head, "length": loss.length},
+                   internal=True)
+
+
 class Steward:
     def __init__(self, store: Store, key: SigningKey, report: Report, state: Any) -> None:
         self._store, self._key, self.state = store, key, state
@@ -60,9 +67,17 @@ class Steward:
 
     @classmethod
     def open(cls, store: Store, key: SigningKey, fold: Fold | None = None, *,
-             workers: int | None = None) -> Steward:
+             workers: int | None = None, accept_loss: bool = False) -> Steward:
         """Verify the store (from its last checkpoint when fold.restore is given),
-        fold it, or start a new ledger with a genesis receipt if it is empty."""
+        fold it, or start a new ledger with a genesis receipt if it is empty.
+        A store that lost acknowledged receipts (its `loss`) is refused with
+        HistoryLost before anything is written, unless `accept_loss`: then,
+        once what remains verifies, a `loss_accepted` receipt records the loss."""
+        loss = recorded_loss(store)
+        if loss is not None:
+            if not accept_loss:
+                raise HistoryLost(f"ledger {getattr(store, 'path', 'store')}", loss)
+            store.accept_loss()
         if store.length() == 0:
             genesis = receipts.make(key, 0, receipts.ZERO_HASH, time.time_ns(), GENESIS,
                                     {"steward_key": key.public.raw})
@@ -74,7 +89,10 @@ class Steward:
                         anchor=anchor, fetch=lambda i: next(store.read(i, i + 1)))
         if not report.valid:
             raise LedgerInvalid(report)
-        return cls(store, key, report, folder.state)
+        steward = cls(store, key, report, folder.state)
+        if loss is not None:
+            steward.commit([accepted(loss)])
+        return steward
 
     @property
     def length(self) -> int:
@@ -186,11 +204,12 @@ def _checkpoint_anchor(store: Store, key: SigningKey, folder: Folder) -> Anchor 
     return Anchor(at, prev, genesis.ledger_id, seen)
 
 
-def open_ledger(path: str | Path, key: SigningKey, fold: Fold | None = None) -> Steward:
+def open_ledger(path: str | Path, key: SigningKey, fold: Fold | None = None, *,
+                accept_loss: bool = False) -> Steward:
     """The embedded default: a SQLite store at path, created if absent."""
     store = SqliteStore(path, create=True)
     try:
-        return Steward.open(store, key, fold)
+        return Steward.open(store, key, fold, accept_loss=accept_loss)
     except BaseException:
         store.close()
         raise
