@@ -195,7 +195,8 @@ class Engine:
         if error is not None:
             if self.failed is None:
                 self.failed = error
-                log.critical("ledger append failed; memory is ahead of the ledger, stopping: %s", error)
+                log.critical("%s: ledger append failed; memory is ahead of the ledger, stopping: %s",
+                             getattr(error, "code", "LEDGER_UNAVAILABLE"), error)
             return
         if view.length >= self.committed.length:   # always: commits become durable in queue order
             self.committed = view

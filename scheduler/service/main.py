@@ -29,13 +29,14 @@ from scheduler.ledger.fold import Fold
 from scheduler.ledger.keys import KeyFileError, load_signing_key
 from scheduler.ledger.sqlite import SqliteStore
 from scheduler.ledger.steward import Steward
+from scheduler.ledger.store import StoreError, StoreFull, probe
 from scheduler.ledger.verify import LedgerInvalid
 from scheduler.ledger.writer import GroupCommitWriter
 from scheduler.service import config as configuration
 from scheduler.service.agents import AgentServicer
 from scheduler.service.claims import ClaimsServicer
 from scheduler.service.config import SchedulerConfig
-from scheduler.service.engine import Engine
+from scheduler.service.engine import Engine, LedgerFailed
 from scheduler.service.metrics import SchedulerMetrics
 from scheduler.service.ops import OperationsServicer
 
@@ -44,6 +45,7 @@ SERVICES = ("pool.v1.Claims", "pool.v1.AgentService", "pool.v1.Operations", "")
 TICK_S = 1.0             # how often the pending queue and the accounting period are looked at
 RECONNECT_GRACE_S = 30   # after start-up, agents that have not come back are marked not live
 GC_THRESHOLD = 50_000   # allocations between young-generation collections (default 700)
+PROBE_EVERY_S = 1.0     # while the ledger's disk is full, how often a test write is tried
 
 
 def tune_collector() -> None:
@@ -55,29 +57,61 @@ def tune_collector() -> None:
 
 
 class StartupError(Exception):
-    pass
+    """Start-up cannot go on: one line to log, and the exit status (2: a person
+    must act, so systemd does not restart; 1: a restart may succeed)."""
+
+    def __init__(self, message: str, exit_status: int = 2) -> None:
+        super().__init__(message)
+        self.exit_status = exit_status
 
 
-def open_ledger(config: SchedulerConfig, engine: Engine) -> Steward:
+def exit_status(failure: BaseException) -> int:
+    """A ledger failure's exit status: 2 when restarting cannot help."""
+    return 2 if isinstance(failure, StoreError) and failure.needs_operator else 1
+
+
+def store_failed(exc: StoreError) -> StartupError:
+    return StartupError(f"{exc.code}: {exc}", exit_status(exc))
+
+
+def open_ledger(config: SchedulerConfig, engine: Engine, accept_loss: bool = False) -> Steward:
+    """Open, test-write, verify and replay the ledger. StoreFull (before anything
+    is replayed) when the test write finds the disk full, for the caller to wait;
+    every other failure as a StartupError naming it."""
     try:
         key = load_signing_key(config.ledger.steward_key)
     except KeyFileError as exc:
         raise StartupError(f"steward key: {exc} (create one with `poolctl keygen`)") from None
-    config.ledger.path.parent.mkdir(parents=True, exist_ok=True)
-    store = SqliteStore(config.ledger.path, create=True)
+    path = config.ledger.path
     try:
-        return Steward.open(store, key, Fold(engine.replay_entry, engine, restore=engine.restore))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        store = SqliteStore(path, create=True)
+    except OSError as exc:
+        raise StartupError(f"LEDGER_READ_ONLY: cannot create {path.parent}: {exc.strerror}") from None
+    except StoreError as exc:
+        raise store_failed(exc) from None
+    try:
+        probe(store)
+        return Steward.open(store, key, Fold(engine.replay_entry, engine, restore=engine.restore),
+                            accept_loss=accept_loss)
+    except StoreFull:
+        store.close()
+        raise
     except LedgerInvalid as exc:
         store.close()
-        raise StartupError(f"ledger {config.ledger.path} does not verify: {exc}") from None
+        raise StartupError(f"LEDGER_INVALID: ledger {path} does not verify: {exc}") from None
+    except StoreError as exc:
+        store.close()
+        raise store_failed(exc) from None
     except BaseException:
         store.close()
         raise
 
 
 class Scheduler:
-    def __init__(self, config: SchedulerConfig) -> None:
+    def __init__(self, config: SchedulerConfig, accept_ledger_loss: bool = False) -> None:
         self.config = config
+        self.accept_ledger_loss = accept_ledger_loss
         self.metrics = SchedulerMetrics()
         self.engine = Engine(config.splits_retention, config.ledger.checkpoint_every)
         self.health = HealthServicer()
@@ -104,7 +138,7 @@ class Scheduler:
         if self.config.server.metrics:
             self.metrics.serve(self.config.server.metrics)
         started = time.monotonic()
-        steward = await asyncio.get_running_loop().run_in_executor(None, open_ledger, self.config, self.engine)
+        steward = await self._open_ledger()
         self.engine.start(GroupCommitWriter(steward))
         tune_collector()
         self.metrics.replay_seconds.set(time.monotonic() - started)
@@ -117,12 +151,41 @@ class Scheduler:
             await self.engine.decide([config_event] if changed else [], time.time_ns())
         except EventError as exc:
             raise StartupError(f"the configuration cannot replace the one in the ledger: {exc}") from None
+        except LedgerFailed as exc:
+            failure = self.engine.failed if self.engine.failed is not None else exc.__cause__
+            raise (store_failed(failure) if isinstance(failure, StoreError)
+                   else StartupError(f"LEDGER_UNAVAILABLE: {failure}", 1)) from None
         if changed:
             log.info("configuration recorded (digest %s)", config_event.digest.hex()[:16])
         self.engine.ready = True
         await self._set_health(health_pb2.HealthCheckResponse.SERVING)
         daemon.ready(f"serving on {self.config.server.listen}")
         log.info("serving on %s", self.config.server.listen)
+
+    async def _open_ledger(self) -> Steward:
+        """open_ledger; while the ledger's disk is full, health stays NOT_SERVING
+        (systemd told why, and that start-up goes on) and the test write is
+        tried again every PROBE_EVERY_S, so the scheduler serves once space is
+        freed, without a restart. Said once in the log, and once when it ends."""
+        loop = asyncio.get_running_loop()
+        waiting_since: float | None = None
+        while True:
+            try:
+                steward = await loop.run_in_executor(None, open_ledger, self.config, self.engine,
+                                                     self.accept_ledger_loss)
+            except StoreFull as exc:
+                if waiting_since is None:
+                    waiting_since = time.monotonic()
+                    log.error("%s: %s; NOT_SERVING until a test write succeeds (tried every %.0f s)",
+                              exc.code, exc, PROBE_EVERY_S)
+                daemon.notify(f"EXTEND_TIMEOUT_USEC={int(4 * PROBE_EVERY_S * 1e6)}")
+                daemon.status(f"waiting: {exc.code}: {exc}")
+                daemon.watchdog()
+                await asyncio.sleep(PROBE_EVERY_S)
+                continue
+            if waiting_since is not None:
+                log.warning("the ledger can be written again after %.0f s", time.monotonic() - waiting_since)
+            return steward
 
     async def tick(self) -> None:
         """Periodic work: admit what time alone makes admissible (a new accounting
@@ -153,8 +216,8 @@ class Scheduler:
             self.engine.writer.steward.close()
 
 
-async def serve(config: SchedulerConfig) -> int:
-    scheduler = Scheduler(config)
+async def serve(config: SchedulerConfig, accept_ledger_loss: bool = False) -> int:
+    scheduler = Scheduler(config, accept_ledger_loss)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -164,19 +227,22 @@ async def serve(config: SchedulerConfig) -> int:
     except StartupError as exc:
         log.error("%s", exc)
         await scheduler.server.stop(grace=0)
-        return 2
+        return exc.exit_status
     ticker = asyncio.create_task(scheduler.tick())
     stopped = asyncio.create_task(stop.wait())
     await asyncio.wait({ticker, stopped}, return_when=asyncio.FIRST_COMPLETED)
     ticker.cancel()
     await scheduler.stop()
-    return 1 if scheduler.engine.failed is not None else 0
+    return 0 if scheduler.engine.failed is None else exit_status(scheduler.engine.failed)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="pool-scheduler", description="Pool's central scheduler.")
     parser.add_argument("--config", type=Path, default=configuration.DEFAULT_PATH)
     parser.add_argument("--check", action="store_true", help="validate the configuration and exit")
+    parser.add_argument("--accept-ledger-loss", action="store_true",
+                        help="start although the ledger holds fewer receipts than its head record says were "
+                             "durable, and record that loss in the ledger (docs/OPERATIONS.md: use once, by hand)")
     args = parser.parse_args(argv)
     try:
         config = configuration.load(args.config)
@@ -187,7 +253,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{args.config}: valid ({len(config.tenants)} tenants, {len(config.work_classes)} work classes)")
         return
     daemon.setup_logging(config.server.log_level)
-    raise SystemExit(asyncio.run(serve(config)))
+    raise SystemExit(asyncio.run(serve(config, args.accept_ledger_loss)))
 
 
 if __name__ == "__main__":
