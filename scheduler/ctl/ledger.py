@@ -15,8 +15,8 @@ from protos.pool.v1 import ops_pb2, ops_pb2_grpc
 from scheduler.ctl.output import EXIT_FAILED, EXIT_OK, CtlError, add_output_flag, emit, table
 from scheduler.ctl.wire import add_scheduler_flag, as_ctl_error, call, channel, online_verb, to_doc
 from scheduler.ledger import cose, export, keys, receipts, witness
-from scheduler.ledger.sqlite import SqliteStore
 from scheduler.ledger.store import StoreError
+from scheduler.ledger.stores import describe, is_dsn, open_store
 from scheduler.ledger.verify import Report, verify
 
 
@@ -33,20 +33,21 @@ def register(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, metavar="FILE")
 
     p = sub.add_parser("export", help="write a store's receipts as a CBOR sequence")
-    p.add_argument("store")
+    p.add_argument("store", help="a SQLite file, or a PostgreSQL connection string (postgresql://… or key=value …)")
     p.add_argument("--out", required=True, metavar="FILE")
     add_output_flag(p)
     p.set_defaults(run=_export)
 
     p = sub.add_parser("import", help="restore a store from an export, once the export verifies")
     p.add_argument("path", help="an export (CBOR sequence) or another store")
-    p.add_argument("--store", required=True, help="the SQLite store to create; refused if it exists")
+    p.add_argument("--store", required=True, help="the SQLite file to create (refused if it exists), or a "
+                   "PostgreSQL connection string whose ledger is empty")
     p.add_argument("--key", metavar="PUBKEY", help="the steward's public key (default: the genesis's)")
     add_output_flag(p)
     p.set_defaults(run=_import)
 
     p = sub.add_parser("verify", help="verify a store or an export; exit 1 if invalid")
-    p.add_argument("path")
+    p.add_argument("path", help="an export, a SQLite file, or a PostgreSQL connection string")
     p.add_argument("--key", metavar="PUBKEY", help="the steward's public key (default: the genesis's)")
     p.add_argument("--witness", action="append", default=[], metavar="FILE",
                    help="a witness statement to check against the ledger; repeatable")
@@ -86,7 +87,7 @@ def _read_file(path: str) -> bytes:
 
 
 def _verified(path: str, key: keys.PublicKey | None, witness_files: Sequence[bytes] = ()) -> Report:
-    if not Path(path).is_file():
+    if not is_dsn(path) and not Path(path).is_file():
         raise CtlError("UNREADABLE", f"{path}: no such file")
     try:
         return verify(export.receipts_at(path), key, witness_files=witness_files)
@@ -109,7 +110,7 @@ def _keygen(args: Any) -> int:
 
 def _export(args: Any) -> int:
     try:
-        store = SqliteStore(args.store)
+        store = open_store(args.store)
     except StoreError as exc:
         raise CtlError("UNREADABLE", str(exc)) from None
     try:
@@ -126,7 +127,7 @@ def _export(args: Any) -> int:
 def _import(args: Any) -> int:
     """Verify everything first, then write the store in one transaction: a
     ledger that does not verify leaves nothing behind."""
-    if Path(args.store).exists():
+    if not is_dsn(args.store) and Path(args.store).exists():
         raise CtlError("STORE_EXISTS", f"{args.store} exists; import only creates a new store")
     report = _verified(args.path, _public_key(args.key))
     if not report.valid:
@@ -134,12 +135,20 @@ def _import(args: Any) -> int:
                        EXIT_FAILED)
     raws = list(export.receipts_at(args.path))
     kinds = [receipts.read_core(cose.parse_whole(raw).payload)[0].kind for raw in raws]
-    store = SqliteStore(args.store, create=True)
     try:
+        store = open_store(args.store, create=True)
+    except StoreError as exc:
+        raise CtlError("UNWRITABLE", str(exc)) from None
+    try:
+        if store.length():
+            raise CtlError("STORE_EXISTS", f"{describe(args.store)} already holds a ledger; "
+                                           "import only fills an empty store")
         store.append(0, list(zip(kinds, raws)))
+    except StoreError as exc:
+        raise CtlError("UNWRITABLE", str(exc)) from None
     finally:
         store.close()
-    doc = {"store": args.store, "length": report.length, "head": report.head.hex()}
+    doc = {"store": describe(args.store), "length": report.length, "head": report.head.hex()}
     emit(args, doc, lambda d: table(("field", "value"), list(d.items())))
     return EXIT_OK
 

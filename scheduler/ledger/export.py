@@ -1,6 +1,6 @@
 """Exports: the ledger as an RFC 8742 CBOR sequence — receipts back to back,
-nothing before, between or after them — and reading a path that is either an
-export or a SQLite store."""
+nothing before, between or after them — and reading a location that is an
+export, a SQLite store or a PostgreSQL store."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from scheduler.ledger import cose
 from scheduler.ledger.dcbor import DcborError
 from scheduler.ledger.receipts import ZERO_HASH, digest
 from scheduler.ledger.sqlite import MAGIC, SqliteStore
+from scheduler.ledger.stores import is_dsn, open_store
 
 
 def split(blob: bytes | mmap.mmap) -> Iterator[bytes]:
@@ -45,7 +46,15 @@ def write(receipts: Iterable[bytes], path: str | Path) -> tuple[int, bytes]:
 
 
 def receipts_at(path: str | Path) -> Iterator[bytes]:
-    """The receipts of a SQLite store or of an export file (told apart by magic)."""
+    """The receipts of a store (a PostgreSQL DSN, or a SQLite file, told apart
+    from an export file by its magic) or of an export file."""
+    if isinstance(path, str) and is_dsn(path):
+        store = open_store(path)
+        try:
+            yield from store.read()
+        finally:
+            store.close()
+        return
     with open(path, "rb") as file:
         if file.read(len(MAGIC)) == MAGIC:
             store = SqliteStore(path)

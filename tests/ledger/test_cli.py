@@ -99,3 +99,20 @@ def test_import_of_a_tampered_export_leaves_nothing(ledger, tmp_path):
     out = poolctl("ledger", "import", tmp_path / "bad.cbor", "--store", tmp_path / "restored.db")
     assert out.returncode == 1 and "LEDGER_INVALID: receipt 3" in out.stderr, out.stderr
     assert not (tmp_path / "restored.db").exists()
+
+
+def test_a_sqlite_ledger_moves_to_postgresql_and_back_byte_for_byte(ledger, postgres_dsn, tmp_path):
+    """`poolctl ledger import` into PostgreSQL, then export, verify and a second import refused."""
+    moved = poolctl("ledger", "import", ledger / "l.db", "--store", postgres_dsn,
+                    "--key", ledger / "steward.pub", "-o", "json")
+    assert moved.returncode == 0, moved.stderr
+    assert json.loads(moved.stdout)["length"] == 4
+    out = poolctl("ledger", "export", postgres_dsn, "--out", tmp_path / "pg.cbor", "-o", "json")
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "pg.cbor").read_bytes() == (ledger / "l.cbor").read_bytes()
+    report = poolctl("ledger", "verify", postgres_dsn, "--key", ledger / "steward.pub", "-o", "json")
+    assert report.returncode == 0 and json.loads(report.stdout)["valid"] is True
+    again = poolctl("ledger", "import", ledger / "l.cbor", "--store", postgres_dsn)
+    assert again.returncode != 0 and "STORE_EXISTS:" in again.stderr
+    nowhere = poolctl("ledger", "verify", "host=/nonexistent dbname=x connect_timeout=1")
+    assert nowhere.returncode != 0 and "UNREADABLE:" in nowhere.stderr

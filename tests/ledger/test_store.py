@@ -1,37 +1,106 @@
-"""The SQLite store and the group commit: durable before acknowledged, one
-transaction per batch, and a file that does not verify is refused."""
+"""The store contract, run unchanged against SQLite and PostgreSQL: durable
+before acknowledged, one transaction per batch, exactly one of two concurrent
+writers extends the ledger, rows cannot be changed, the same receipts export
+to the same bytes; and a store that does not verify is refused."""
 
 import asyncio
 import sqlite3
+import threading
 
+import time
+
+import psycopg
 import pytest
 
-from scheduler.ledger import keys
+from scheduler.ledger import export, keys
+from scheduler.ledger.postgres import PostgresStore
 from scheduler.ledger.sqlite import SqliteStore
-from scheduler.ledger.steward import Steward, open_ledger
+from scheduler.ledger.steward import Steward, prepare
 from scheduler.ledger.store import StoreError
 from scheduler.ledger.verify import LedgerInvalid
 from scheduler.ledger.writer import GroupCommitWriter
 
 
-class CountingStore(SqliteStore):
-    """Counts transactions and remembers how much was durable when."""
+class SqliteBackend:
+    name = "sqlite"
+    refusal = sqlite3.IntegrityError
 
-    def __init__(self, path, fail_next=False):
-        super().__init__(path, create=True)
-        self.commits, self.durable, self.fail_next = 0, 0, fail_next
+    def __init__(self, tmp_path):
+        self.path = tmp_path / "l.db"
+
+    def open(self, create=True):
+        return SqliteStore(self.path, create=create)
+
+    def tamper(self, *statements):
+        """Run SQL with the append-only triggers out of the way."""
+        conn = sqlite3.connect(self.path)
+        conn.execute("DROP TRIGGER IF EXISTS receipts_no_update")
+        conn.execute("DROP TRIGGER IF EXISTS receipts_no_delete")
+        for statement, args in statements:
+            conn.execute(statement.replace("%s", "?").replace("pool_receipts", "receipts"), args)
+        conn.commit()
+        conn.close()
+
+    def try_sql(self, statement):
+        conn = sqlite3.connect(self.path)
+        try:
+            conn.execute(statement.replace("pool_receipts", "receipts"))
+        finally:
+            conn.close()
+
+    changes = ("UPDATE pool_receipts SET kind = 'x'", "DELETE FROM pool_receipts")
+
+
+class PostgresBackend:
+    name = "postgresql"
+    refusal = psycopg.errors.RaiseException
+
+    def __init__(self, dsn):
+        self.dsn = dsn
+
+    def open(self, create=True):
+        return PostgresStore(self.dsn, create=create)
+
+    def tamper(self, *statements):
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            conn.execute("SET session_replication_role = replica")   # a superuser skipping triggers
+            for statement, args in statements:
+                conn.execute(statement, args)
+
+    def try_sql(self, statement):
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            conn.execute(statement)
+
+    changes = SqliteBackend.changes + ("TRUNCATE pool_receipts",)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def backend(request, tmp_path):
+    if request.param == "sqlite":
+        return SqliteBackend(tmp_path)
+    return PostgresBackend(request.getfixturevalue("postgres_dsn"))
+
+
+class CountingStore:
+    """Any store, counting its transactions and remembering how much was durable when."""
+
+    def __init__(self, store, fail_next=False):
+        self.store, self.commits, self.durable, self.fail_next = store, 0, 0, fail_next
+
+    def __getattr__(self, name):
+        return getattr(self.store, name)
 
     def append(self, first_seq, receipts):
         if self.fail_next:
             self.fail_next = False
             raise StoreError("disk full")
-        super().append(first_seq, receipts)
+        self.store.append(first_seq, receipts)
         self.commits += 1
         self.durable = first_seq + len(receipts)
 
 
-def test_concurrent_appends_share_commits_and_are_acknowledged_once_durable(tmp_path, steward_key):
-    store = CountingStore(tmp_path / "l.db")
+def test_concurrent_appends_share_commits_and_are_acknowledged_once_durable(backend, steward_key):
+    store = CountingStore(backend.open())
     steward = Steward.open(store, steward_key)
     writer = GroupCommitWriter(steward)
 
@@ -47,13 +116,14 @@ def test_concurrent_appends_share_commits_and_are_acknowledged_once_durable(tmp_
     asyncio.run(main())
     assert steward.length == 1 + 1000
     assert store.commits - before <= 100       # 1000 appends, far fewer transactions
-    reopened = open_ledger(tmp_path / "l.db", steward_key)
+    steward.close()
+    reopened = Steward.open(backend.open(create=False), steward_key)
     assert reopened.length == 1001
     reopened.close()
 
 
-def test_a_failed_commit_fails_its_batch_and_stores_nothing(tmp_path, steward_key):
-    store = CountingStore(tmp_path / "l.db")
+def test_a_failed_commit_fails_its_batch_and_stores_nothing(backend, steward_key):
+    store = CountingStore(backend.open())
     steward = Steward.open(store, steward_key)
     writer = GroupCommitWriter(steward)
     store.fail_next = True
@@ -68,67 +138,69 @@ def test_a_failed_commit_fails_its_batch_and_stores_nothing(tmp_path, steward_ke
     results, after = asyncio.run(main())
     assert all(isinstance(r, StoreError) for r in results)
     assert (after.entry.seq, steward.length, store.length()) == (1, 2, 2)
+    steward.close()
 
 
-def test_a_bad_body_fails_only_its_caller(tmp_path, steward_key):
-    writer = GroupCommitWriter(open_ledger(tmp_path / "l.db", steward_key))
+def test_a_bad_body_fails_only_its_caller(backend, steward_key):
+    steward = Steward.open(backend.open(), steward_key)
+    writer = GroupCommitWriter(steward)
 
     async def main():
         return await asyncio.gather(writer.append("m", {"x": 1.5}), writer.append("m", {"x": 1}),
                                     return_exceptions=True)
     bad, good = asyncio.run(main())
     assert isinstance(bad, ValueError) and good.entry.seq == 1
-
-
-def _raw_sql(path, *statements):
-    conn = sqlite3.connect(path)
-    conn.execute("DROP TRIGGER IF EXISTS receipts_no_update")
-    conn.execute("DROP TRIGGER IF EXISTS receipts_no_delete")
-    for sql, args in statements:
-        conn.execute(sql, args)
-    conn.commit()
-    conn.close()
+    steward.close()
 
 
 @pytest.fixture
-def ledger_file(tmp_path, steward_key):
-    steward = open_ledger(tmp_path / "l.db", steward_key)
+def filled(backend, steward_key):
+    steward = Steward.open(backend.open(), steward_key)
     for n in range(5):
         steward.append("claim.submitted", {"n": n})
     steward.close()
-    return tmp_path / "l.db"
+    return backend
 
 
-def test_opening_refuses_an_edited_row_saying_where_and_why(ledger_file, steward_key):
-    raw = next(SqliteStore(ledger_file).read(3, 4))
-    _raw_sql(ledger_file, ("UPDATE receipts SET raw = ? WHERE seq = 3",
-                           (raw[:-1] + bytes([raw[-1] ^ 1]),)))
+def _open(backend, key):
+    store = backend.open(create=False)
+    try:
+        return Steward.open(store, key)
+    except BaseException:
+        store.close()
+        raise
+
+
+def test_opening_refuses_an_edited_row_saying_where_and_why(filled, steward_key):
+    store = filled.open(create=False)
+    raw = next(store.read(3, 4))
+    store.close()
+    filled.tamper(("UPDATE pool_receipts SET raw = %s WHERE seq = 3", (raw[:-1] + bytes([raw[-1] ^ 1]),)))
     with pytest.raises(LedgerInvalid, match="receipt 3: signature") as err:
-        open_ledger(ledger_file, steward_key)
+        _open(filled, steward_key)
     assert err.value.report.length == 3
 
 
-def test_opening_refuses_a_deleted_row(ledger_file, steward_key):
-    _raw_sql(ledger_file, ("DELETE FROM receipts WHERE seq = 2", ()))
+def test_opening_refuses_a_deleted_row(filled, steward_key):
+    filled.tamper(("DELETE FROM pool_receipts WHERE seq = 2", ()))
     with pytest.raises(LedgerInvalid, match="receipt 2: chain"):
-        open_ledger(ledger_file, steward_key)
+        _open(filled, steward_key)
 
 
-def test_opening_with_another_key_is_refused(ledger_file):
+def test_opening_with_another_key_is_refused(filled):
     with pytest.raises(LedgerInvalid, match="receipt 0: signature"):
-        open_ledger(ledger_file, keys.generate())
+        _open(filled, keys.generate())
 
 
-def test_rows_cannot_be_updated_or_deleted(ledger_file):
-    conn = sqlite3.connect(ledger_file)
-    for sql in ("UPDATE receipts SET kind = 'x'", "DELETE FROM receipts"):
-        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
-            conn.execute(sql)
-    conn.close()
+def test_rows_cannot_be_changed_or_removed(filled):
+    for statement in filled.changes:
+        with pytest.raises(filled.refusal, match="append-only"):
+            filled.try_sql(statement)
+    assert filled.open(create=False).length() == 6
 
 
-def test_a_second_writer_cannot_fork_the_chain(ledger_file, steward_key):
-    first, second = open_ledger(ledger_file, steward_key), open_ledger(ledger_file, steward_key)
+def test_a_second_writer_cannot_fork_the_chain(filled, steward_key):
+    first, second = _open(filled, steward_key), _open(filled, steward_key)
     first.append("m", {})
     with pytest.raises(StoreError, match="moved on"):
         second.append("m", {})
@@ -136,8 +208,53 @@ def test_a_second_writer_cannot_fork_the_chain(ledger_file, steward_key):
     second.close()
 
 
-def test_wal_and_full_sync(ledger_file):
-    store = SqliteStore(ledger_file)
+def test_of_two_concurrent_writers_exactly_one_extends_the_ledger(filled, steward_key):
+    """Both computed their batch on the same head and commit at the same moment."""
+    for round_ in range(10):
+        writers = [_open(filled, steward_key) for _ in range(2)]
+        batches = [w.sign([prepare("m", {"writer": i, "round": round_})]) for i, w in enumerate(writers)]
+        start, outcomes = threading.Barrier(2), [None, None]
+
+        def store(i):
+            start.wait()
+            try:
+                writers[i].store(batches[i])
+                outcomes[i] = "stored"
+            except StoreError as exc:
+                outcomes[i] = str(exc)
+        threads = [threading.Thread(target=store, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert outcomes.count("stored") == 1, outcomes
+        assert "moved on" in next(o for o in outcomes if o != "stored")
+        for w in writers:
+            w.close()
+    reopened = _open(filled, steward_key)      # and the chain still verifies
+    assert reopened.length == 6 + 10
+    reopened.close()
+
+
+def test_the_same_receipts_export_to_the_same_bytes_from_either_store(backend, small, tmp_path):
+    store = backend.open()
+    store.append(0, [("claim.submitted" if i else "genesis", raw) for i, raw in enumerate(small)])
+    mine = tmp_path / f"{backend.name}.cbor"
+    export.write(store.read(), mine)
+    store.close()
+    reference = tmp_path / "reference.cbor"
+    sqlite = SqliteStore(tmp_path / "reference.db", create=True)
+    sqlite.append(0, [("claim.submitted" if i else "genesis", raw) for i, raw in enumerate(small)])
+    export.write(sqlite.read(), reference)
+    sqlite.close()
+    assert mine.read_bytes() == reference.read_bytes() == b"".join(small)
+
+
+# -- SQLite only ---------------------------------------------------------------
+
+def test_wal_and_full_sync(tmp_path, steward_key):
+    Steward.open(SqliteStore(tmp_path / "l.db", create=True), steward_key).close()
+    store = SqliteStore(tmp_path / "l.db")
     assert store._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert store._conn.execute("PRAGMA synchronous").fetchone()[0] == 2   # FULL
     store.close()
@@ -157,3 +274,46 @@ def test_a_file_that_is_not_a_pool_ledger_is_refused(tmp_path, content):
         SqliteStore(path)
     with pytest.raises(StoreError, match="no ledger"):
         SqliteStore(tmp_path / "absent.db")
+
+
+# -- PostgreSQL only -------------------------------------------------------------
+
+def test_a_database_without_a_ledger_is_refused_unless_creating(postgres_dsn):
+    with pytest.raises(StoreError, match="no ledger in this database"):
+        PostgresStore(postgres_dsn)
+    with pytest.raises(StoreError, match="cannot connect"):
+        PostgresStore("host=/nonexistent-socket-dir dbname=x connect_timeout=1")
+
+
+def test_a_fenced_store_appends_only_while_it_holds_the_lock(postgres_dsn, steward_key, small):
+    leader = PostgresStore(postgres_dsn, create=True, fenced=True, application_name="pool:a:1")
+    standby = PostgresStore(postgres_dsn, fenced=True, application_name="pool:b:2")
+    with pytest.raises(StoreError, match="does not hold the leader lock"):
+        leader.append(0, [("genesis", small[0])])
+    assert (leader.try_lead(), standby.try_lead()) == (True, False)
+    assert standby.leader() == "pool:a:1"
+    leader.append(0, [("genesis", small[0])])
+    with pytest.raises(StoreError, match="does not hold the leader lock"):
+        standby.append(1, [("claim.submitted", small[1])])
+    leader.close()                                   # the session, and with it the lock, is gone
+    assert standby.try_lead() and standby.leader() == "pool:b:2"
+    standby.append(1, [("claim.submitted", small[1])])
+    assert standby.length() == 2
+    standby.close()
+
+
+def test_a_silent_leader_loses_its_lease_and_its_next_append_fails(postgres_dsn, small):
+    leader = PostgresStore(postgres_dsn, create=True, fenced=True, lease_s=0.5)
+    assert leader.try_lead()
+    leader.append(0, [("genesis", small[0])])
+    leader.heartbeat()
+    time.sleep(1.2)                                  # silent past the lease: PostgreSQL ends the session
+    standby = PostgresStore(postgres_dsn, fenced=True)
+    assert standby.try_lead()
+    with pytest.raises(StoreError):
+        leader.heartbeat()
+    with pytest.raises(StoreError):
+        leader.append(1, [("claim.submitted", small[1])])
+    assert standby.length() == 1
+    leader.close()
+    standby.close()
