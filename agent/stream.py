@@ -21,6 +21,7 @@ import grpc
 
 from agent.metrics import AgentMetrics
 from agent.windows import Window
+from protos.failover import Targets, addresses, leader_hint
 from protos.pool.v1 import agent_pb2, agent_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -96,7 +97,10 @@ class StreamClient:
                  on_occupancy: Callable[[agent_pb2.Occupancy], None] = lambda occ: None,
                  batch_max: int = 500, backoff: Backoff | None = None,
                  credentials: grpc.ChannelCredentials | None = None):
-        self._target, self._register, self._outbox, self._metrics = target, register, outbox, metrics
+        # `target`: one address, or a leader and its standbys, comma-separated; a standby's
+        # NOT_LEADER names the leader, and the stream moves there (protos/failover.py)
+        self._targets = Targets(addresses(target))
+        self._register, self._outbox, self._metrics = register, outbox, metrics
         self._on_acked, self._on_occupancy = on_acked, on_occupancy
         self._batch_max, self._credentials = batch_max, credentials
         self._backoff = backoff or Backoff(0.5, 30.0)
@@ -110,11 +114,18 @@ class StreamClient:
             self._metrics.reconnects.inc()
             try:
                 self._session()
+                error = None
             except grpc.RpcError as exc:
+                error = exc
                 if not self._stop.is_set():
                     log.warning("scheduler %s: %s: %s", self._target, exc.code().name, exc.details())
             self.connected.clear()
-            self._stop.wait(self._backoff.next())
+            self._targets.failed(error)
+            self._stop.wait(0.05 if error is not None and leader_hint(error) else self._backoff.next())
+
+    @property
+    def _target(self) -> str:
+        return self._targets.current
 
     def close(self) -> None:
         self._stop.set()
@@ -135,6 +146,7 @@ class StreamClient:
             done = threading.Event()
             self._call = stub.Stream(self._requests(request.host_id, registered.acked_seq, done))
             self._backoff.reset()
+            self._targets.succeeded()
             self.connected.set()
             log.info("streaming to %s from seq %d", self._target, registered.acked_seq + 1)
             try:

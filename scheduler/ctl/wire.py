@@ -16,6 +16,8 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
 from protos.energy import Grade
+from protos.failover import addresses
+from scheduler.ctl.failover import FailoverChannel
 from scheduler.ctl.output import EXIT_FAILED, CtlError, add_output_flag
 
 DEFAULT_SCHEDULER = "127.0.0.1:7070"
@@ -24,7 +26,8 @@ TIMEOUT_S = 30.0
 
 def add_scheduler_flag(parser: Any) -> None:
     parser.add_argument("--scheduler", default=os.environ.get("POOL_SCHEDULER", DEFAULT_SCHEDULER),
-                        help="scheduler address (default: $POOL_SCHEDULER or %(default)s)")
+                        help="scheduler address, or a leader and its standbys as a comma-separated "
+                             "list (default: $POOL_SCHEDULER or %(default)s)")
 
 
 def online_verb(verbs: Any, name: str, help_text: str, run: Any) -> Any:
@@ -37,7 +40,12 @@ def online_verb(verbs: Any, name: str, help_text: str, run: Any) -> Any:
 
 
 def channel(args: Any) -> grpc.Channel:
-    return grpc.insecure_channel(args.scheduler)
+    """To the leader among the addresses given (scheduler/ctl/failover.py)."""
+    try:
+        listed = addresses(args.scheduler)
+    except ValueError as exc:
+        raise CtlError("INVALID_ARGUMENT", f"--scheduler: {exc}") from None
+    return FailoverChannel(listed, lambda address: grpc.insecure_channel(address), deadline_s=TIMEOUT_S)
 
 
 def call(method: Any, request: Message) -> Any:

@@ -57,8 +57,10 @@ def accepted(loss: Loss) -> Prepared:
 
 
 class Steward:
-    def __init__(self, store: Store, key: SigningKey, report: Report, state: Any) -> None:
+    def __init__(self, store: Store, key: SigningKey, report: Report, state: Any,
+                 folder: Folder | None = None) -> None:
         self._store, self._key, self.state = store, key, state
+        self._folder = folder
         self._lock, self._sign_lock = threading.Lock(), threading.Lock()
         self._length, self._head, self.ledger_id = report.length, report.head, report.ledger_id
         self._signed_length, self._signed_head = self._length, self._head
@@ -89,7 +91,7 @@ class Steward:
                         anchor=anchor, fetch=lambda i: next(store.read(i, i + 1)))
         if not report.valid:
             raise LedgerInvalid(report)
-        steward = cls(store, key, report, folder.state)
+        steward = cls(store, key, report, folder.state, folder)
         if loss is not None:
             steward.commit([accepted(loss)])
         return steward
@@ -101,6 +103,25 @@ class Steward:
     @property
     def head(self) -> bytes:
         return self._head
+
+    def follow(self) -> int:
+        """Verify and fold what another steward of a shared store appended since
+        (a standby following its leader); the number of receipts it added.
+        LedgerInvalid if the tail does not verify."""
+        with self._lock:
+            anchor = Anchor(self._length, self._head, self.ledger_id, self._witness)
+            report = verify(self._store.read(self._length), self._key.public, on_entry=self._folder,
+                            workers=1, anchor=anchor, fetch=lambda i: next(self._store.read(i, i + 1)))
+            if not report.valid:
+                raise LedgerInvalid(report)
+            added = report.length - self._length
+            with self._sign_lock:
+                self._length, self._head = report.length, report.head
+                self._signed_length, self._signed_head = self._length, self._head
+            if report.witnessed_length > (self._witness.length if self._witness else 0):
+                self._witness = WitnessSeen(report.witness.key_id, report.witnessed_length, None)
+            self.state = self._folder.state if self._folder else self.state
+        return added
 
     def info(self) -> LedgerInfo:
         seen = self._witness

@@ -77,7 +77,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
     async def _hello(self, request_iterator: AsyncIterator, context: grpc.aio.ServicerContext) -> str:
         error = None
         if not self.engine.ready:
-            error = not_ready()
+            error = not_ready(self.engine)
         else:
             first = await anext(aiter(request_iterator), None)
             host = first.hello.host_id if first is not None and first.WhichOneof("body") == "hello" else ""

@@ -128,7 +128,7 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
     async def Watch(self, request, context):
         try:
             if not self.engine.ready:
-                raise not_ready()
+                raise not_ready(self.engine)
             committed = self.engine.committed
             if request.WhichOneof("target") == "claim_id":
                 current = [self.status(request.claim_id, committed)]

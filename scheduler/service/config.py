@@ -26,6 +26,7 @@ class Server:
     listen: str = "127.0.0.1:7070"     # loopback unless configured otherwise
     metrics: str = "127.0.0.1:9470"    # "" disables /metrics
     log_level: str = "info"
+    advertise: str = ""                # the address standbys name in NOT_LEADER; "": listen
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,10 @@ class Ledger:
     path: Path = Path("/var/lib/pool/ledger.sqlite")
     steward_key: Path = Path("/etc/pool/steward.key")
     checkpoint_every: int = 10_000   # receipts between signed checkpoints (start-up replays the tail); 0: none
+    store: str = "sqlite"            # or "postgresql": a shared ledger, a leader and standbys
+    dsn: str = ""                    # libpq connection string (postgresql); the password from PGPASSFILE/PGPASSWORD
+    lease_ms: int = 5000             # postgresql: a leader silent this long loses the lock
+    follow_ms: int = 200             # postgresql: how often a standby reads new receipts and tries the lock
 
 
 @dataclass(frozen=True)
@@ -80,8 +85,24 @@ def _address(v: str) -> bool | str:
     return (bool(sep) and port.isdigit() and 0 < int(port) < 65536) or "must be HOST:PORT"
 
 
+def _advertise(v: str) -> bool | str:
+    if len(v) > 58:   # it travels as the lock session's application_name (63 bytes)
+        return "must be at most 58 characters"
+    return v == "" or _address(v)
+
+
+def _dsn(v: str) -> bool | str:
+    if "password" in v.lower():
+        return "must not hold a password: use a password file (PGPASSFILE, or passfile= in the DSN) or PGPASSWORD"
+    return True
+
+
 CHECKS = {
     "server.listen": _address, "server.log_level": _level,
+    "server.advertise": _advertise,
+    "ledger.store": lambda v: v in ("sqlite", "postgresql") or 'must be "sqlite" or "postgresql"',
+    "ledger.dsn": _dsn, "ledger.lease_ms": lambda v: v >= 300 or "must be ≥ 300",
+    "ledger.follow_ms": positive,
     "server.metrics": lambda v: v == "" or _address(v),
     "ledger.checkpoint_every": natural, "accounting.period_ns": natural, "accounting.epoch_ns": natural,
     "tenants.guarantee_uj": natural, "tenants.guarantee_mdev": natural, "tenants.weight": positive,
@@ -101,6 +122,8 @@ def validate(config: SchedulerConfig, where: str) -> SchedulerConfig:
     names = [c.name for c in config.work_classes]
     if len(set(names)) != len(names) or "" in names:
         raise ConfigError(f"{where}: work_classes: every class needs a distinct, non-empty name")
+    if config.ledger.store == "postgresql" and not config.ledger.dsn:
+        raise ConfigError(f"{where}: ledger.dsn is required with store = \"postgresql\"")
     if config.idle.thresholds and not config.idle.window_ns:
         raise ConfigError(f"{where}: idle.window_ns must be positive when thresholds are set")
     return config

@@ -61,6 +61,7 @@ class Engine:
         self.writer: GroupCommitWriter | None = None
         self.failed: Exception | None = None
         self.ready = False                    # true once the ledger is verified and replayed
+        self.not_leader: Callable[[], Any] | None = None   # on a standby: its NOT_LEADER refusal
         self.claim_seq = PMap()   # claim id -> the receipt that last changed its status
         self.pending_reason: dict[str, Reason] = {}  # why each pending claim waits, as last decided
         # worker -> the receipt that last changed its occupancy: the version pushed to its agent,

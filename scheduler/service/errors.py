@@ -28,16 +28,18 @@ STATUS = {
     "WITNESS_REJECTED": grpc.StatusCode.INVALID_ARGUMENT,
     "INVALID_ARGUMENT": grpc.StatusCode.INVALID_ARGUMENT,
     "WATCH_LAGGED": grpc.StatusCode.RESOURCE_EXHAUSTED,
+    "NOT_LEADER": grpc.StatusCode.UNAVAILABLE,
 }
 
 
 class Refused(Exception):
     """A request refused before it changed anything."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: str, message: str, metadata: tuple[tuple[str, str], ...] = ()) -> None:
         super().__init__(f"{code}: {message}")
         self.code = code
         self.status = STATUS[code]
+        self.metadata = metadata   # trailing metadata sent with the refusal
 
 
 # codes whose point is a malformed field: their message starts with the field's name
@@ -49,7 +51,10 @@ def refused(error: KernelError) -> Refused:
     return Refused(error.code.name, f"{error.field}: {error.message}" if named else error.message)
 
 
-def not_ready() -> Refused:
+def not_ready(engine: Engine) -> Refused:
+    """NOT_LEADER on a standby (service/leader.py), else NOT_READY."""
+    if engine.not_leader is not None:
+        return engine.not_leader()
     return Refused("NOT_READY", "the ledger is still being verified and replayed")
 
 
@@ -63,6 +68,8 @@ def checked(result):
 async def abort(engine: Engine, context: grpc.aio.ServicerContext, error: Refused) -> NoReturn:
     """End a call with a refusal, counted by its code."""
     engine.on_refused(error.code)
+    if error.metadata:
+        context.set_trailing_metadata(error.metadata)
     await context.abort(error.status, str(error))
 
 
@@ -74,7 +81,7 @@ def guarded(method: Callable) -> Callable:
     async def handler(self, request, context: grpc.aio.ServicerContext):
         try:
             if not self.engine.ready:
-                raise not_ready()
+                raise not_ready(self.engine)
             return await method(self, request, context)
         except Refused as error:
             await abort(self.engine, context, error)

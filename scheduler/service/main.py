@@ -29,7 +29,7 @@ from scheduler.ledger.fold import Fold
 from scheduler.ledger.keys import KeyFileError, load_signing_key
 from scheduler.ledger.sqlite import SqliteStore
 from scheduler.ledger.steward import Steward
-from scheduler.ledger.store import StoreError, StoreFull, probe
+from scheduler.ledger.store import Store, StoreError, StoreFull, probe
 from scheduler.ledger.verify import LedgerInvalid
 from scheduler.ledger.writer import GroupCommitWriter
 from scheduler.service import config as configuration
@@ -37,6 +37,7 @@ from scheduler.service.agents import AgentServicer
 from scheduler.service.claims import ClaimsServicer
 from scheduler.service.config import SchedulerConfig
 from scheduler.service.engine import Engine, LedgerFailed
+from scheduler.service.leader import Leadership
 from scheduler.service.metrics import SchedulerMetrics
 from scheduler.service.ops import OperationsServicer
 
@@ -46,6 +47,7 @@ TICK_S = 1.0             # how often the pending queue and the accounting period
 RECONNECT_GRACE_S = 30   # after start-up, agents that have not come back are marked not live
 GC_THRESHOLD = 50_000   # allocations between young-generation collections (default 700)
 PROBE_EVERY_S = 1.0     # while the ledger's disk is full, how often a test write is tried
+STEPPED_DOWN = 3        # exit status of a leader that lost the shared ledger (restarted, it stands by)
 
 
 def tune_collector() -> None:
@@ -74,18 +76,21 @@ def store_failed(exc: StoreError) -> StartupError:
     return StartupError(f"{exc.code}: {exc}", exit_status(exc))
 
 
-def open_ledger(config: SchedulerConfig, engine: Engine, accept_loss: bool = False) -> Steward:
-    """Open, test-write, verify and replay the ledger. StoreFull (before anything
+def open_ledger(config: SchedulerConfig, engine: Engine, accept_loss: bool = False,
+                store: Store | None = None) -> Steward:
+    """Open, test-write, verify and replay the ledger: the SQLite file, or the
+    shared `store` (PostgreSQL, service/leader.py). StoreFull (before anything
     is replayed) when the test write finds the disk full, for the caller to wait;
     every other failure as a StartupError naming it."""
     try:
         key = load_signing_key(config.ledger.steward_key)
     except KeyFileError as exc:
         raise StartupError(f"steward key: {exc} (create one with `poolctl keygen`)") from None
-    path = config.ledger.path
+    path = config.ledger.path if store is None else "in PostgreSQL"
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        store = SqliteStore(path, create=True)
+        if store is None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            store = SqliteStore(path, create=True)
     except OSError as exc:
         raise StartupError(f"LEDGER_READ_ONLY: cannot create {path.parent}: {exc.strerror}") from None
     except StoreError as exc:
@@ -125,6 +130,8 @@ class Scheduler:
         self.engine.on_refused = lambda code: self.metrics.refusals.labels(code).inc()
         self.engine.listen(lambda change: self.metrics.ledger_length.set(self.engine.writer.steward.length))
         self.metrics.watch_state(lambda: self.engine.committed.state, lambda: self.engine.committed.pending_reason)
+        # a shared ledger: a leader and standbys (service/leader.py); SQLite is always its own leader
+        self.leadership = Leadership(config, self.metrics) if config.ledger.store == "postgresql" else None
 
     async def _set_health(self, status: int) -> None:
         for service in SERVICES:
@@ -138,12 +145,22 @@ class Scheduler:
         if self.config.server.metrics:
             self.metrics.serve(self.config.server.metrics)
         started = time.monotonic()
-        steward = await self._open_ledger()
+        if self.leadership is None:
+            steward = await self._open_ledger()
+        else:
+            self.metrics.leader.set(0)
+            self.engine.not_leader = self.leadership.refusal
+            daemon.ready("standby: following the ledger")
+            steward = await self.leadership.acquire(lambda store: open_ledger(self.config, self.engine, self.accept_ledger_loss, store))
+            self.engine.not_leader = None
+            started = time.monotonic()
+        self.metrics.leader.set(1)
         self.engine.start(GroupCommitWriter(steward))
         tune_collector()
         self.metrics.replay_seconds.set(time.monotonic() - started)
         self.metrics.ledger_length.set(steward.length)
-        log.info("ledger %s verified and replayed: %d receipts in %.2f s", self.config.ledger.path,
+        log.info("ledger %s verified and replayed: %d receipts in %.2f s",
+                 self.config.ledger.path if self.leadership is None else "in PostgreSQL",
                  steward.length, time.monotonic() - started)
         config_event = self.config.config_event()
         changed = self.engine.state.config_digest != config_event.digest
@@ -222,16 +239,34 @@ async def serve(config: SchedulerConfig, accept_ledger_loss: bool = False) -> in
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
+    stopped = asyncio.create_task(stop.wait())
+    starting = asyncio.create_task(scheduler.start())   # a standby waits here until it leads
+    await asyncio.wait({starting, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    if not starting.done():
+        starting.cancel()
+        await scheduler.stop()
+        return 0
     try:
-        await scheduler.start()
+        starting.result()
     except StartupError as exc:
         log.error("%s", exc)
         await scheduler.server.stop(grace=0)
         return exc.exit_status
     ticker = asyncio.create_task(scheduler.tick())
-    stopped = asyncio.create_task(stop.wait())
-    await asyncio.wait({ticker, stopped}, return_when=asyncio.FIRST_COMPLETED)
-    ticker.cancel()
+    tasks = {ticker, stopped}
+    if scheduler.leadership is not None:
+        tasks.add(asyncio.create_task(scheduler.leadership.keep()))
+    done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    lost = next((t.result() for t in done if t not in (ticker, stopped)), None)
+    if lost is not None and scheduler.engine.failed is None:
+        scheduler.engine.failed = lost      # nothing more is queued to the ledger
+    for task in tasks:
+        task.cancel()
+    if scheduler.leadership is not None and scheduler.engine.failed is not None:
+        log.error("no longer the leader of the ledger (%s): stepping down without writing",
+                  scheduler.engine.failed)
+        await scheduler.stop()
+        return STEPPED_DOWN
     await scheduler.stop()
     return 0 if scheduler.engine.failed is None else exit_status(scheduler.engine.failed)
 

@@ -34,6 +34,8 @@ class SchedulerMetrics:
         self.duplicate_windows = Counter("pool_windows_duplicate", "Agent windows already counted (resends)",
                                          registry=r)
         self.agents_live = Gauge("pool_agents_live", "Agents with an open stream", registry=r)
+        self.leader = Gauge("pool_leader", "1 on the leader (and on a SQLite ledger), 0 on a standby",
+                            registry=r)
 
     def count(self, state: ClusterState, event: Event) -> None:
         """One committed event; `state` is one from the event on (a claim's hold never changes once admitted)."""

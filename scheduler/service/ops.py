@@ -107,7 +107,7 @@ class OperationsServicer(ops_pb2_grpc.OperationsServicer):
 
     async def LedgerExport(self, request, context):
         if not self.engine.ready:
-            await abort(self.engine, context, not_ready())
+            await abort(self.engine, context, not_ready(self.engine))
         steward = self._writer.steward
         stop = steward.length
         chunk: list[bytes] = []

@@ -60,13 +60,18 @@ def wait_for(what: str, ready: Callable[[], bool], timeout_s: float = 30) -> Non
 class Scheduler:
     """One pool-scheduler on a fixed port and ledger, restartable."""
 
-    def __init__(self, workdir: Path, tree: str = TREE, metrics: str = "", checkpoint_every: int = 0) -> None:
-        self.dir = workdir
+    def __init__(self, workdir: Path, tree: str = TREE, metrics: str = "", checkpoint_every: int = 0, *,
+                 dsn: str = "", name: str = "scheduler", lease_ms: int = 1500) -> None:
+        """With `dsn`, the ledger is shared in PostgreSQL (every scheduler of the
+        same workdir uses one steward key); `name` tells their files apart."""
+        self.dir, self.name = workdir, name
         self.address = f"127.0.0.1:{free_port()}"
         self.ledger = workdir / "ledger.sqlite"
-        self.steward = keys.generate()
-        keys.write_pair(self.steward, workdir / "steward")
-        self.config = workdir / "scheduler.toml"
+        if not (workdir / "steward.key").exists():
+            keys.write_pair(keys.generate(), workdir / "steward")
+        self.steward = keys.load_signing_key(workdir / "steward.key")
+        self.config = workdir / f"{name}.toml"
+        shared = f'store = "postgresql"\ndsn = "{dsn}"\nlease_ms = {lease_ms}\nfollow_ms = 100\n' if dsn else ""
         self.config.write_text(f"""
 [server]
 listen = "{self.address}"
@@ -77,19 +82,26 @@ log_level = "warning"
 path = "{self.ledger}"
 steward_key = "{workdir / 'steward.key'}"
 checkpoint_every = {checkpoint_every}
-{tree}""")
+{shared}{tree}""")
         self.process: subprocess.Popen | None = None
         self.channel = grpc.insecure_channel(self.address)
         self.claims = claims_pb2_grpc.ClaimsStub(self.channel)
         self.ops = ops_pb2_grpc.OperationsStub(self.channel)
         self.agents = agent_pb2_grpc.AgentServiceStub(self.channel)
 
-    def start(self) -> Scheduler:
-        log = open(self.dir / "scheduler.log", "a")
+    def start(self, serving: bool = True) -> Scheduler:
+        """Start and wait until it serves (a standby: until it answers health)."""
+        log = open(self.dir / f"{self.name}.log", "a")
         self.process = subprocess.Popen([str(BIN / "pool-scheduler"), "--config", str(self.config)],
                                         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        wait_for("the scheduler to serve", self.serving)
+        wait_for("the scheduler to serve", self.serving if serving else lambda: self.health() is not None)
         return self
+
+    def health(self) -> int | None:
+        try:
+            return health_pb2_grpc.HealthStub(self.channel).Check(health_pb2.HealthCheckRequest(), timeout=1).status
+        except grpc.RpcError:
+            return None
 
     def serving(self) -> bool:
         if self.process is not None and self.process.poll() is not None:
@@ -120,7 +132,7 @@ checkpoint_every = {checkpoint_every}
         self.agents.Register(agent_pb2.RegisterRequest(host_id=host, capacity=capacity, devices=devices), timeout=10)
 
     def log(self) -> str:
-        return (self.dir / "scheduler.log").read_text()
+        return (self.dir / f"{self.name}.log").read_text()
 
     def poolctl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         done = subprocess.run([str(BIN / "poolctl"), *args], capture_output=True, text=True, timeout=60,
@@ -134,10 +146,10 @@ checkpoint_every = {checkpoint_every}
 
 
 class Agent:
-    def __init__(self, workdir: Path, scheduler: Scheduler, host: str, speed: float) -> None:
+    def __init__(self, workdir: Path, scheduler: Scheduler, host: str, speed: float, address: str = "") -> None:
         state = workdir / f"agent-{host}"
         config = workdir / f"agent-{host}.toml"
-        config.write_text(f'host_id = "{host}"\nscheduler = "{scheduler.address}"\nstate_dir = "{state}"\n'
+        config.write_text(f'host_id = "{host}"\nscheduler = "{address or scheduler.address}"\nstate_dir = "{state}"\n'
                           'log_level = "info"\n[metrics]\nlisten = ""\n[stream]\nbackoff_max_ms = 500\ndrain_ms = 30000\n')
         self.log_path = workdir / f"agent-{host}.log"
         self.process = subprocess.Popen(
@@ -155,13 +167,15 @@ def cluster(tmp_path: Path) -> Iterator[Callable[..., Scheduler]]:
     """cluster() starts a scheduler; cluster.agent(...) starts agents beside it."""
     started: list = []
 
-    def start(tree: str = TREE, metrics: str = "", checkpoint_every: int = 0) -> Scheduler:
-        scheduler = Scheduler(tmp_path, tree, metrics, checkpoint_every).start()
+    def start(tree: str = TREE, metrics: str = "", checkpoint_every: int = 0, serving: bool = True,
+              **shared) -> Scheduler:
+        """`shared`: dsn=, name=, lease_ms= for schedulers over one PostgreSQL ledger."""
+        scheduler = Scheduler(tmp_path, tree, metrics, checkpoint_every, **shared).start(serving)
         started.append(scheduler)
         return scheduler
 
-    def agent(scheduler: Scheduler, host: str = "host-a", speed: float = 20.0) -> Agent:
-        a = Agent(tmp_path, scheduler, host, speed)
+    def agent(scheduler: Scheduler, host: str = "host-a", speed: float = 20.0, address: str = "") -> Agent:
+        a = Agent(tmp_path, scheduler, host, speed, address)
         started.append(a)
         return a
 

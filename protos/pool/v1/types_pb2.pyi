@@ -32,6 +32,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     WITNESS_REJECTED: _ClassVar[ErrorCode]
     INVALID_ARGUMENT: _ClassVar[ErrorCode]
     WATCH_LAGGED: _ClassVar[ErrorCode]
+    NOT_LEADER: _ClassVar[ErrorCode]
 
 class Placement(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -109,6 +110,7 @@ LEDGER_UNAVAILABLE: ErrorCode
 WITNESS_REJECTED: ErrorCode
 INVALID_ARGUMENT: ErrorCode
 WATCH_LAGGED: ErrorCode
+NOT_LEADER: ErrorCode
 PLACEMENT_SHARED: Placement
 PLACEMENT_EXCLUSIVE: Placement
 CLAIM_STATE_UNSPECIFIED: ClaimState
