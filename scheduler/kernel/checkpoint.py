@@ -13,6 +13,7 @@ from typing import Any
 
 from .codec import decode, encode
 from .pmap import PMap
+from .reasons import OPEN_STATES
 from .snapshot import Claim, ClassStats, ClusterState, IdlePolicy, Tenant, WorkClass, Worker
 from .transitions import rebuild
 from .tree import load_tree
@@ -48,3 +49,20 @@ def restore(body: dict[str, Any]) -> ClusterState:
         class_stats=PMap({k: decode(ClassStats, v) for k, v in body["class_stats"].items()}),
         next_seq=body["next_seq"], next_admit_seq=body["next_admit_seq"])
     return rebuild(state)
+
+
+def compacted(state: ClusterState) -> ClusterState:
+    """The state without the history that no accounting figure needs any more:
+    claims that ended (settled, refused or withdrawn) before the current
+    accounting period began. Usage counts only the current period's actuals
+    (RULES §3) and class statistics are kept as sums, so nothing reads them;
+    the ledger keeps their receipts. With no period (lifetime accounting)
+    every actual counts, and nothing is dropped."""
+    if not state.period_ns:
+        return state
+    start = state.epoch_ns + state.period_index * state.period_ns
+    claims = state.claims
+    for claim in state.claims.values():
+        if claim.state not in OPEN_STATES and claim.claim_id not in state.settled and claim.settled_ns < start:
+            claims = claims.delete(claim.claim_id)
+    return state if claims is state.claims else state._replace(claims=claims)

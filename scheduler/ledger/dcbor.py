@@ -72,26 +72,28 @@ def _encoder() -> cbor2.CBOREncoder:
         return _local.encoder
 
 
-def encode(value: Any) -> bytes:
-    return encode_normalized(normalize(value))
+def encode(value: Any, limit: int | None = MAX_BYTES) -> bytes:
+    """`limit`: the most bytes allowed (None: no limit, for a checkpoint's
+    state, which is carried in chunks; every core keeps the cap)."""
+    return encode_normalized(normalize(value), limit)
 
 
-def encode_normalized(value: Any) -> bytes:
+def encode_normalized(value: Any, limit: int | None = MAX_BYTES) -> bytes:
     """Encode a value already in `normalize`'s form (the caller built it so)."""
     data = _encoder().encode_to_bytes(value)
-    if len(data) > MAX_BYTES:
-        raise DcborError("unencodable", f"encoding is {len(data)} bytes, over {MAX_BYTES}")
+    if limit is not None and len(data) > limit:
+        raise DcborError("unencodable", f"encoding is {len(data)} bytes, over {limit}")
     return data
 
 
-def decode(data: bytes) -> Any:
-    if len(data) > MAX_BYTES:
-        raise DcborError("decode", f"{len(data)} bytes, over {MAX_BYTES}")
+def decode(data: bytes, limit: int | None = MAX_BYTES) -> Any:
+    if limit is not None and len(data) > limit:
+        raise DcborError("decode", f"{len(data)} bytes, over {limit}")
     # Fast path: cbor2's C parser. Bytes equal to the canonical encoding of a value
     # in the subset are det-CBOR by definition, so this accepts nothing more.
     try:
         value = normalize(cbor2.loads(data))
-        if encode_normalized(value) == data:
+        if encode_normalized(value, None) == data:
             return value
     except Exception:   # whatever cbor2 makes of hostile bytes, the strict parser says why
         pass
@@ -104,7 +106,7 @@ def _strict_decode(data: bytes) -> Any:
         raise DcborError("decode", f"{len(data) - end} bytes after the item")
     # The parser already refused unsorted keys; re-encoding catches the rest
     # (non-shortest arguments).
-    if encode_normalized(value) != data:
+    if encode_normalized(value, None) != data:
         raise DcborError("non_canonical", "does not re-encode to the same bytes")
     return value
 

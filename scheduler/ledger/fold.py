@@ -7,13 +7,14 @@ ledger's own kinds (genesis, witness, checkpoint) are never passed to `apply`.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.ledger.dcbor import normalize
+from scheduler.ledger import dcbor
 from scheduler.ledger.keys import PublicKey
-from scheduler.ledger.receipts import CHECKPOINT, LEDGER_KINDS, Entry
+from scheduler.ledger.receipts import CHECKPOINT, CHECKPOINT_CHUNK, LEDGER_KINDS, Entry
 from scheduler.ledger.store import Store
 from scheduler.ledger.verify import LedgerInvalid, verify
 
@@ -22,12 +23,34 @@ from scheduler.ledger.verify import LedgerInvalid, verify
 class Fold:
     apply: Callable[[Any, Entry], Any]
     initial: Any
-    restore: Callable[[Any], Any] | None = None   # a checkpoint's "state" -> state
+    restore: Callable[[Any], Any] | None = None   # a checkpoint's state -> state
     snapshot: Callable[[Any], Any] | None = None  # state -> a det-CBOR value
+    # state -> state at every checkpoint passed without resuming: the history the
+    # caller drops when it takes a checkpoint (the scheduler compacts), so a full
+    # replay ends where the live process did
+    compact: Callable[[Any], Any] | None = None
 
 
 class CheckpointMismatch(Exception):
-    """A checkpoint whose snapshot differs from the state replayed up to it."""
+    """A checkpoint whose snapshot differs from the state replayed up to it, or
+    whose chunks do not add up to the state it signs."""
+
+
+def checkpoint_state(entry: Entry, chunks: list[bytes]) -> Any:
+    """The state a checkpoint receipt signs, from the chunks before it
+    (docs/LEDGER.md §9); CheckpointMismatch if they are not what it signs."""
+    body = entry.body
+    if "state" in body:   # the first format: the state inline (no chunks)
+        return body["state"]
+    data = b"".join(chunks)
+    if len(chunks) != body["chunks"] or len(data) != body["size"] or hashlib.sha256(data).digest() != body["digest"]:
+        raise CheckpointMismatch(f"checkpoint {entry.seq}: the {len(chunks)} chunks before it ({len(data)} bytes) "
+                                 f"are not the {body['chunks']} chunks of {body['size']} bytes with the SHA-256 "
+                                 "it signs")
+    try:
+        return dcbor.decode(data, limit=None)
+    except dcbor.DcborError as exc:
+        raise CheckpointMismatch(f"checkpoint {entry.seq}: its state is not det-CBOR: {exc}") from None
 
 
 class Folder:
@@ -38,20 +61,32 @@ class Folder:
         self.fold = fold
         self.state = fold.initial
         self.resuming = False     # set when start-up resumes from a checkpoint
+        self._chunks: list[bytes] = []   # of the checkpoint being resumed from
 
     def __call__(self, entry: Entry) -> None:
-        if entry.kind == CHECKPOINT:
+        if entry.kind == CHECKPOINT_CHUNK:
+            if self.resuming:
+                self._chunks.append(entry.body["data"])
+        elif entry.kind == CHECKPOINT:
             self._checkpoint(entry)
         elif entry.kind not in LEDGER_KINDS:
             self.state = self.fold.apply(self.state, entry)
 
     def _checkpoint(self, entry: Entry) -> None:
         if self.resuming:
-            self.state = self.fold.restore(entry.body["state"])
-            self.resuming = False
-        elif self.fold.snapshot is not None and \
-                normalize(self.fold.snapshot(self.state)) != entry.body["state"]:
+            self.state = self.fold.restore(checkpoint_state(entry, self._chunks))
+            self.resuming, self._chunks = False, []
+            return
+        if self.fold.compact is not None:
+            self.state = self.fold.compact(self.state)
+        if self.fold.snapshot is not None and not _same(self.fold.snapshot(self.state), entry.body):
             raise CheckpointMismatch(f"checkpoint {entry.seq} differs from the replayed state")
+
+
+def _same(snapshot: Any, body: dict) -> bool:
+    if "state" in body:
+        return dcbor.normalize(snapshot) == body["state"]
+    return hashlib.sha256(dcbor.encode(snapshot, limit=None)).digest() == body["digest"]
 
 
 def replay(source: Store | Iterable[bytes], apply: Callable[[Any, Entry], Any], initial: Any, *,

@@ -3,7 +3,7 @@
 The core is the map {"seq", "body", "kind", "prev", "profile", "time_ns"} (written
 in canonical key order) and nothing else. `prev` is the SHA-256 of the previous
 receipt's full COSE bytes, 32 zero bytes for receipt 0. Kinds are the callers'
-text; four belong to the ledger itself (see LEDGER_KINDS).
+text; five belong to the ledger itself (see LEDGER_KINDS).
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ PROFILE = "pool/1"
 ZERO_HASH = bytes(32)
 GENESIS = "genesis"         # receipt 0: {"steward_key": raw public key}
 WITNESS = "witness"         # {"statement": a witness's COSE_Sign1}
-CHECKPOINT = "checkpoint"   # {"state", "witnessed_length", "witness_key_id"}
+CHECKPOINT = "checkpoint"   # {"chunks", "size", "digest", "witnessed_length", "witness_key_id"} (docs/LEDGER.md §9)
+CHECKPOINT_CHUNK = "checkpoint_chunk"   # {"index", "data"}: a piece of the next checkpoint's state
 LOSS_ACCEPTED = "loss_accepted"   # {"recorded_length", "recorded_head", "length"}: see store.Loss
-LEDGER_KINDS = frozenset({GENESIS, WITNESS, CHECKPOINT, LOSS_ACCEPTED})
+LEDGER_KINDS = frozenset({GENESIS, WITNESS, CHECKPOINT, CHECKPOINT_CHUNK, LOSS_ACCEPTED})
 _FIELDS = ("seq", "body", "kind", "prev", "profile", "time_ns")  # canonical order
 
 

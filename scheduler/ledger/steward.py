@@ -5,6 +5,7 @@ store has made them durable."""
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -14,10 +15,13 @@ from typing import Any, NamedTuple
 from scheduler.ledger import cose, dcbor, receipts, witness
 from scheduler.ledger.fold import Fold, Folder
 from scheduler.ledger.keys import SigningKey
-from scheduler.ledger.receipts import CHECKPOINT, GENESIS, LEDGER_KINDS, LOSS_ACCEPTED, WITNESS, Receipt
+from scheduler.ledger.receipts import CHECKPOINT, CHECKPOINT_CHUNK, GENESIS, LEDGER_KINDS, LOSS_ACCEPTED, WITNESS, Receipt
 from scheduler.ledger.sqlite import SqliteStore
 from scheduler.ledger.store import HistoryLost, Loss, Store, StoreError, recorded_loss
 from scheduler.ledger.verify import Anchor, LedgerInvalid, Report, WitnessSeen, verify
+
+
+CHUNK_BYTES = 4 << 20   # checkpoint state bytes per checkpoint_chunk receipt: half the core cap
 
 
 class Prepared(NamedTuple):
@@ -190,23 +194,32 @@ class Steward:
             self._witness = WitnessSeen(seen.witness.key_id, seen.length, None)
 
     def checkpoint(self, snapshot: Any) -> Receipt:
-        """Sign the caller's state snapshot at this point (see docs/LEDGER.md)."""
-        return self.commit([self.prepare_checkpoint(snapshot)])[0]
+        """Sign the caller's state snapshot at this point (see docs/LEDGER.md);
+        the checkpoint receipt, after its chunks."""
+        return self.commit(self.prepare_checkpoint(snapshot))[-1]
 
-    def prepare_checkpoint(self, snapshot: Any) -> Prepared:
-        """A checkpoint of `snapshot`, to be appended right after the receipts it covers."""
+    def prepare_checkpoint(self, snapshot: Any) -> list[Prepared]:
+        """A checkpoint of `snapshot`, to be appended, in this order and with
+        nothing between, right after the receipts it covers: the snapshot's
+        det-CBOR bytes in CHUNK_BYTES pieces, then the checkpoint receipt that
+        signs their number, size and SHA-256 (docs/LEDGER.md §9). However
+        large the state, no receipt passes the core cap."""
+        data = dcbor.encode(snapshot, limit=None)
+        chunks = [data[at:at + CHUNK_BYTES] for at in range(0, len(data), CHUNK_BYTES)]
         seen = self._witness
-        body = {"state": snapshot, "witnessed_length": seen.length if seen else 0,
-                "witness_key_id": seen.key_id if seen else None}
-        return prepare(CHECKPOINT, body, internal=True)
+        body = {"chunks": len(chunks), "size": len(data), "digest": hashlib.sha256(data).digest(),
+                "witnessed_length": seen.length if seen else 0, "witness_key_id": seen.key_id if seen else None}
+        return [*(prepare(CHECKPOINT_CHUNK, {"index": i, "data": chunk}, internal=True)
+                  for i, chunk in enumerate(chunks)), prepare(CHECKPOINT, body, internal=True)]
 
     def close(self) -> None:
         self._store.close()
 
 
 def _checkpoint_anchor(store: Store, key: SigningKey, folder: Folder) -> Anchor | None:
-    """Where to resume: the last checkpoint, if the fold can restore and the
-    genesis verifies. The checkpoint receipt is verified with the tail."""
+    """Where to resume: the first chunk of the last checkpoint, if the fold can
+    restore and the genesis verifies. The chunks and the checkpoint receipt are
+    verified with the tail."""
     at = store.latest(CHECKPOINT) if folder.fold.restore else None
     if at is None:
         return None
@@ -215,12 +228,19 @@ def _checkpoint_anchor(store: Store, key: SigningKey, folder: Folder) -> Anchor 
         raise LedgerInvalid(genesis)
     try:
         entry, prev = receipts.read_core(cose.parse_whole(next(store.read(at, at + 1))).payload)
+        body = entry.body
+        if entry.kind != CHECKPOINT:
+            return None
+        chunks = 0 if "state" in body else body.get("chunks")   # "state": the first format, inline
+        if type(chunks) is not int or not (chunks == 0 if "state" in body else 1 <= chunks < at):
+            return None
+        if chunks:   # resume from the first chunk: the chain from there covers them all
+            at -= chunks
+            _, prev = receipts.read_core(cose.parse_whole(next(store.read(at, at + 1))).payload)
     except (dcbor.DcborError, receipts.ReceiptError):
         return None     # the full verification will say what is wrong with it
-    if entry.kind != CHECKPOINT:
-        return None
-    witnessed = entry.body.get("witnessed_length", 0)
-    seen = WitnessSeen(entry.body.get("witness_key_id") or b"", witnessed, None) if witnessed else None
+    witnessed = body.get("witnessed_length", 0)
+    seen = WitnessSeen(body.get("witness_key_id") or b"", witnessed, None) if witnessed else None
     folder.resuming = True
     return Anchor(at, prev, genesis.ledger_id, seen)
 

@@ -39,8 +39,9 @@ class GroupCommitWriter:
         return self.enqueue(self.steward.prepare_witness(statement))
 
     def submit_checkpoint(self, snapshot: object) -> asyncio.Future:
-        """Queue a checkpoint of the state that the receipts queued so far lead to."""
-        return self.enqueue(self.steward.prepare_checkpoint(snapshot))
+        """Queue a checkpoint (its chunks, then its receipt) of the state that the
+        receipts queued so far lead to; the future is the checkpoint receipt's."""
+        return [self.enqueue(item) for item in self.steward.prepare_checkpoint(snapshot)][-1]
 
     def enqueue(self, item: Prepared) -> asyncio.Future:
         """Queue an append already prepared (steward.prepare), like submit."""

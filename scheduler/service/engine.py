@@ -227,18 +227,31 @@ class Engine:
         return acked
 
     def _checkpoint(self, appended: int) -> asyncio.Future | None:
-        """Every `checkpoint_every` receipts, queue a checkpoint right behind the
-        receipts it covers. One that would not fit in a receipt is skipped:
-        start-up then replays from further back."""
+        """Every `checkpoint_every` receipts, compact the state and queue a
+        checkpoint of it right behind the receipts it covers (in chunks: any
+        size fits). One that cannot be encoded is skipped, and start-up then
+        replays from further back."""
         self._since_checkpoint += appended
         if not self.checkpoint_every or self._since_checkpoint < self.checkpoint_every:
             return None
         self._since_checkpoint = 0
+        self.compact(self)
         try:
             return self.writer.submit_checkpoint(self.snapshot())
         except DcborError as exc:
             log.warning("checkpoint skipped: %s", exc)
             return None
+
+    def compact(self, engine: Engine) -> Engine:
+        """The ledger's Fold.compact, and what a checkpoint does live: drop the
+        claims no accounting figure needs any more (checkpoint.compacted), and
+        their receipt seqs."""
+        before = self.state.claims
+        self.state = checkpoint.compacted(self.state)
+        if self.state.claims is not before:
+            for claim_id in before.keys() - self.state.claims.keys():
+                self.claim_seq = self.claim_seq.discard(claim_id)
+        return self
 
     async def decide(self, first: Iterable[Event], now_ns: int, state: ClusterState | None = None) -> Change:
         """Commit `first` and whatever the pending queue then admits, preempts

@@ -25,7 +25,7 @@ from protos import daemon
 from protos.pool.v1 import agent_pb2_grpc, claims_pb2_grpc, ops_pb2_grpc
 from protos.settings import ConfigError
 from scheduler.kernel import EventError, WorkerLiveness, period_roll
-from scheduler.ledger.fold import Fold
+from scheduler.ledger.fold import CheckpointMismatch, Fold
 from scheduler.ledger.keys import KeyFileError, load_signing_key
 from scheduler.ledger.sqlite import SqliteStore
 from scheduler.ledger.steward import Steward
@@ -97,12 +97,12 @@ def open_ledger(config: SchedulerConfig, engine: Engine, accept_loss: bool = Fal
         raise store_failed(exc) from None
     try:
         probe(store)
-        return Steward.open(store, key, Fold(engine.replay_entry, engine, restore=engine.restore),
-                            accept_loss=accept_loss)
+        return Steward.open(store, key, Fold(engine.replay_entry, engine, restore=engine.restore,
+                                             compact=engine.compact), accept_loss=accept_loss)
     except StoreFull:
         store.close()
         raise
-    except LedgerInvalid as exc:
+    except (LedgerInvalid, CheckpointMismatch) as exc:
         store.close()
         raise StartupError(f"LEDGER_INVALID: ledger {path} does not verify: {exc}") from None
     except StoreError as exc:

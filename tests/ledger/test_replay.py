@@ -109,3 +109,32 @@ def test_parallel_replay_folds_every_entry_and_sees_witnesses(build, steward_key
     assert replay(ledger, apply, {}, workers=2) == {"a": 2899, "a/open": 2899}
     report = verify(ledger, workers=2)
     assert report.valid and report.witnessed_length == 3000
+
+
+def test_a_checkpoint_larger_than_the_core_cap_is_chunked_and_restored(memory_store, steward_key):
+    """docs/LEDGER.md §9: the state in CHUNK_BYTES pieces, each its own receipt,
+    then the checkpoint receipt signing their count, size and digest."""
+    from scheduler.ledger.steward import CHUNK_BYTES
+    steward = Steward.open(memory_store, steward_key)
+    run(steward, [("claim.admitted", "a", 1)])
+    big = {"a": 1, "a/open": 1, "blob": [bytes(1 << 20)] * 9}   # over the 8 MiB cap of one core
+    head = steward.checkpoint(big)
+    kinds = [kind for kind, _ in memory_store.rows]
+    assert kinds[2:] == ["checkpoint_chunk"] * 3 + ["checkpoint"]
+    size = len(dcbor.encode(big, limit=None))
+    assert head.entry.body["chunks"] == 3 and head.entry.body["size"] == size > dcbor.MAX_BYTES
+    assert all(len(r) < dcbor.MAX_BYTES for _, r in memory_store.rows)
+    assert CHUNK_BYTES * 2 < size <= CHUNK_BYTES * 3
+    steward.append("claim.admitted", {"tenant": "b", "uj": 2})
+    _tamper(memory_store, 1)   # before the checkpoint's first chunk: start-up does not look
+    restored = Steward.open(memory_store, steward_key, Fold(apply, {}, restore=dict))
+    assert restored.state == {**big, "b": 2, "b/open": 1}
+
+
+def test_chunks_that_are_not_what_the_checkpoint_signs_stop_start_up(memory_store, steward_key):
+    steward = Steward.open(memory_store, steward_key)
+    wrong_chunk, head = steward.prepare_checkpoint({"a": 1})[0], steward.prepare_checkpoint({"a": 2})[-1]
+    steward.commit([wrong_chunk, head])   # a steward that signed chunks of another state
+    assert verify(memory_store.read(), steward_key.public).valid, "every receipt is well signed and chained"
+    with pytest.raises(CheckpointMismatch, match=r"checkpoint 2: the 1 chunks before it \(4 bytes\) are not the 1 chunks of 4 bytes with the SHA-256"):
+        Steward.open(memory_store, steward_key, Fold(apply, {}, restore=dict))

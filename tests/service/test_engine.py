@@ -31,11 +31,13 @@ WORKERS = tuple(Worker(w, cpu_millis=8000, memory_mb=1 << 20, disk_mb=1 << 20,
 _fresh = itertools.count()
 
 
-def opened(path: Path, checkpoint_every: int = 0) -> tuple[Engine, Steward]:
-    """An engine on the ledger at `path`, replayed, as pool-scheduler opens it."""
+def opened(path: Path, checkpoint_every: int = 0, resume: bool = True) -> tuple[Engine, Steward]:
+    """An engine on the ledger at `path`, replayed, as pool-scheduler opens it
+    (from its last checkpoint; with resume=False, every receipt from genesis)."""
     engine = Engine(1000, checkpoint_every)
     steward = Steward.open(SqliteStore(path, create=True), KEY,
-                           Fold(engine.replay_entry, engine, restore=engine.restore))
+                           Fold(engine.replay_entry, engine, restore=engine.restore if resume else None,
+                                compact=engine.compact))
     engine.start(GroupCommitWriter(steward))
     return engine, steward
 
@@ -77,8 +79,8 @@ def the_same(live: Engine, replayed: Engine) -> None:
     assert live.committed.state is live.state, "once everything is durable, reads serve the latest state"
 
 
-async def configured(engine: Engine) -> None:
-    await engine.decide([ConfigApplied(TREE), *(WorkerRegistered(w) for w in WORKERS)], 0)
+async def configured(engine: Engine, period_ns: int = 0) -> None:
+    await engine.decide([ConfigApplied(TREE, period_ns=period_ns), *(WorkerRegistered(w) for w in WORKERS)], 0)
 
 
 OPS = st.lists(st.one_of(
@@ -89,8 +91,8 @@ OPS = st.lists(st.one_of(
     st.tuples(st.just("progress"), st.integers(0, 30), st.integers(0, 9))), max_size=30)
 
 
-async def drive(engine: Engine, ops: list[tuple]) -> None:
-    await configured(engine)
+async def drive(engine: Engine, ops: list[tuple], period_ns: int = 0) -> None:
+    await configured(engine, period_ns)
     seqs = {"w1": 0, "w2": 0}
     for n, op in enumerate(ops):
         if op[0] == "submit":
@@ -109,19 +111,22 @@ async def drive(engine: Engine, ops: list[tuple]) -> None:
 
 
 @settings(max_examples=40)
-@given(ops=OPS, checkpoint_every=st.sampled_from([0, 3]))
-def test_live_state_equals_the_replayed_state(tmp_path_factory, ops, checkpoint_every):
+@given(ops=OPS, checkpoint_every=st.sampled_from([0, 3]), period_ns=st.sampled_from([0, 9]))
+def test_live_state_equals_the_replayed_state(tmp_path_factory, ops, checkpoint_every, period_ns):
     """The decisions adopt the schedule pass's own state; replay folds every
-    receipt (or restores the last checkpoint and folds the rest): the same."""
+    receipt (or restores the last checkpoint and folds the rest): the same.
+    With short accounting periods, checkpoints compact the claims of closed
+    periods, live and in a full replay alike."""
     path = tmp_path_factory.mktemp("ledger") / "ledger.sqlite"
 
     async def run() -> None:
         live, steward = opened(path, checkpoint_every)
-        await drive(live, ops)
+        await drive(live, ops, period_ns)
         await close(live, steward)
-        replayed, steward = opened(path)
-        the_same(live, replayed)
-        await close(replayed, steward)
+        for resume in (True, False):
+            replayed, steward = opened(path, resume=resume)
+            the_same(live, replayed)
+            await close(replayed, steward)
 
     asyncio.run(run())
 
@@ -198,5 +203,34 @@ def test_claims_decided_together_are_one_group_commit(tmp_path):
         assert stored == [100], "50 submissions and 50 admissions in one transaction"
         assert engine.committed.state == engine.state and len(engine.state.open_by_tenant["a"]) == 25
         await close(engine, steward)
+
+    asyncio.run(run())
+
+
+def test_a_checkpoint_compacts_claims_of_closed_periods_and_keeps_the_figures(tmp_path):
+    async def run() -> None:
+        engine, steward = opened(tmp_path / "ledger.sqlite", checkpoint_every=1_000_000)
+        await engine.decide([ConfigApplied(TREE, period_ns=1000, epoch_ns=0),
+                             *(WorkerRegistered(w) for w in WORKERS)], 0)
+        for claim_id in ("old", "withdrawn"):
+            await engine.decide([kernel.submit(engine.state, ClaimSpec(claim_id, "a", estimate_uj=10))], 10)
+        await engine.decide([kernel.release(engine.state, "old", 20)], 20)
+        await engine.decide([kernel.release(engine.state, "withdrawn", 30)], 30)
+        await engine.decide([kernel.submit(engine.state, ClaimSpec("open", "a", estimate_uj=10))], 1500)
+        await engine.decide([kernel.submit(engine.state, ClaimSpec("now", "a", estimate_uj=10))], 1600)
+        await engine.decide([kernel.release(engine.state, "now", 1700)], 1700)
+        before = engine.state
+        engine.checkpoint_every = 1
+        await engine.commit([], 1800)   # the next commit takes a checkpoint
+        await engine.durable()
+        assert set(engine.state.claims) == {"open", "now"}, "what ended before this period began is gone"
+        assert "old" not in engine.claim_seq and "now" in engine.claim_seq
+        assert engine.state.usage == before.usage and engine.state.class_stats == before.class_stats
+        assert kernel.rebuild(engine.state) == engine.state
+        await close(engine, steward)
+        for resume in (True, False):   # from the checkpoint, and every receipt from genesis
+            replayed, steward = opened(tmp_path / "ledger.sqlite", resume=resume)
+            the_same(engine, replayed)
+            await close(replayed, steward)
 
     asyncio.run(run())
