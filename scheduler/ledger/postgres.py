@@ -154,9 +154,18 @@ class PostgresStore:
     def try_lead(self) -> bool:
         """Take the ledger's lock on the write session if nobody holds it; from
         then on, appends succeed only while the session (and so the lock) lasts."""
+        take = lambda c: c.execute("SELECT pg_try_advisory_lock(%s)", (self.lock_key,)).fetchone()[0]  # noqa: E731
         with self._lock:
-            won = self._write("take the leader lock",
-                              lambda c: c.execute("SELECT pg_try_advisory_lock(%s)", (self.lock_key,)).fetchone()[0])
+            try:
+                won = take(self._conn)
+            except psycopg.OperationalError:
+                if self.leading:
+                    raise StoreError("take the leader lock failed: the leader's session is gone") from None
+                self._conn.close()          # a standby's session PostgreSQL ended (idle while replaying)
+                self._conn = self._session()
+                won = self._write("take the leader lock", take)
+            except psycopg.Error as exc:
+                raise StoreError(f"take the leader lock failed: {_reason(exc)}") from None
             self.leading = self.leading or won
             return won
 
@@ -239,17 +248,20 @@ class PostgresStore:
             raise StoreError(f"{what} failed: {_reason(exc)}") from None
 
     def _query(self, run):
-        """On the read session, opened again if PostgreSQL dropped it."""
+        """On the read session; one that PostgreSQL dropped (a restart) is
+        opened again and the read tried once more (reads change nothing)."""
         with self._read_lock:
-            try:
-                if self._reader is None or self._reader.closed:
-                    self._reader = self._connect()
-                return run(self._reader)
-            except psycopg.Error as exc:
-                if self._reader is not None:
-                    self._reader.close()
-                self._reader = None
-                raise StoreError(f"PostgreSQL read failed: {_reason(exc)}") from None
+            for attempt in (1, 2):
+                try:
+                    if self._reader is None or self._reader.closed:
+                        self._reader = self._connect()
+                    return run(self._reader)
+                except psycopg.Error as exc:
+                    if self._reader is not None:
+                        self._reader.close()
+                    self._reader = None
+                    if attempt == 2 or not isinstance(exc, psycopg.OperationalError):
+                        raise StoreError(f"PostgreSQL read failed: {_reason(exc)}") from None
 
 
 def _reason(exc: psycopg.Error) -> str:

@@ -9,6 +9,7 @@ named, before anything is served.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,17 +92,11 @@ def _advertise(v: str) -> bool | str:
     return v == "" or _address(v)
 
 
-def _dsn(v: str) -> bool | str:
-    if "password" in v.lower():
-        return "must not hold a password: use a password file (PGPASSFILE, or passfile= in the DSN) or PGPASSWORD"
-    return True
-
-
 CHECKS = {
     "server.listen": _address, "server.log_level": _level,
     "server.advertise": _advertise,
     "ledger.store": lambda v: v in ("sqlite", "postgresql") or 'must be "sqlite" or "postgresql"',
-    "ledger.dsn": _dsn, "ledger.lease_ms": lambda v: v >= 300 or "must be ≥ 300",
+    "ledger.lease_ms": lambda v: v >= 300 or "must be ≥ 300",
     "ledger.follow_ms": positive,
     "server.metrics": lambda v: v == "" or _address(v),
     "ledger.checkpoint_every": natural, "accounting.period_ns": natural, "accounting.epoch_ns": natural,
@@ -124,6 +119,10 @@ def validate(config: SchedulerConfig, where: str) -> SchedulerConfig:
         raise ConfigError(f"{where}: work_classes: every class needs a distinct, non-empty name")
     if config.ledger.store == "postgresql" and not config.ledger.dsn:
         raise ConfigError(f"{where}: ledger.dsn is required with store = \"postgresql\"")
+    if "password" in config.ledger.dsn.lower() or re.search(r"://[^/@]*:[^/@]*@", config.ledger.dsn):
+        # (a key=value password, or a URI's user:password@; said without echoing the DSN)
+        raise ConfigError(f"{where}: ledger.dsn must not hold a password: use a password file "
+                          "(PGPASSFILE, or passfile= in the DSN) or PGPASSWORD in the environment")
     if config.idle.thresholds and not config.idle.window_ns:
         raise ConfigError(f"{where}: idle.window_ns must be positive when thresholds are set")
     return config

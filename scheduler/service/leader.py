@@ -47,6 +47,7 @@ class Leadership:
         self.lease_s, self.follow_s = config.ledger.lease_ms / 1000, config.ledger.follow_ms / 1000
         self.store: PostgresStore | None = None
         self.leader: str | None = None      # the leader's advertised address, as last seen
+        self.lost: asyncio.Task | None = None   # once leading: ends, with the reason, when the lease is lost
 
     def refusal(self) -> Refused:
         """What a standby answers: NOT_LEADER, with the leader's address when known."""
@@ -58,31 +59,45 @@ class Leadership:
 
     async def acquire(self, open_steward: Callable[[PostgresStore], Steward]) -> Steward:
         """Follow the ledger until this scheduler holds its lock; the steward,
-        verified and folded to the last receipt. Standing by survives PostgreSQL
-        going away: the standby reconnects and carries on."""
+        verified and folded to the last receipt. The (long) first replay comes
+        before the lock is tried, and the lease is kept from the moment it is
+        won (`lost`). Standing by survives PostgreSQL going away: the standby
+        reconnects and carries on. StoreError if the lock is lost while taking over."""
         steward: Steward | None = None
-        since, said = time.monotonic(), None
+        since, said, failing = time.monotonic(), None, False
         while True:
             try:
                 store = self.store or await _run(self._open)
-                won = await _run(store.try_lead)
-                if steward is None and (won or await _run(store.length)):
+                if steward is None and await _run(store.length):
                     steward = await _run(open_steward, store)
-                if steward is not None:
-                    await _run(steward.follow)
+                if await _run(store.try_lead):
+                    self.lost = asyncio.create_task(self._keep())
+                    if steward is None:            # an empty ledger: this scheduler writes its genesis
+                        steward = await _run(open_steward, store)
+                    await _run(steward.follow)      # the tail nobody else can extend now
                     self._metrics.ledger_length.set(steward.length)
-                if won:
                     log.info("leader of the ledger at %d receipts (standing by took %.1f s)",
                              steward.length, time.monotonic() - since)
                     return steward
+                if steward is not None:
+                    await _run(steward.follow)
+                    self._metrics.ledger_length.set(steward.length)
                 holder = await _run(store.leader)
                 self.leader = holder[len(APP_PREFIX):] if holder and holder.startswith(APP_PREFIX) else None
                 if said != self.leader:
                     log.info("standby: following the ledger; leader: %s", self.leader or "none right now")
                     said = self.leader
             except StoreError as exc:
-                log.warning("standby: %s; trying again", exc)
+                if self.store is not None and self.store.leading:
+                    raise
+                if not failing:
+                    log.warning("standby: %s; trying again every %g s", exc, self.follow_s)
+                failing = True
                 await _run(self._drop)
+            else:
+                if failing:
+                    log.warning("standby: PostgreSQL answers again")
+                failing = False
             daemon.watchdog()
             await asyncio.sleep(self.follow_s)
 
@@ -99,7 +114,7 @@ class Leadership:
             except StoreError:
                 pass
 
-    async def keep(self) -> StoreError:
+    async def _keep(self) -> StoreError:
         """As leader: keep the lease; returns why, once it is lost."""
         assert self.store is not None
         while True:

@@ -151,7 +151,12 @@ class Scheduler:
             self.metrics.leader.set(0)
             self.engine.not_leader = self.leadership.refusal
             daemon.ready("standby: following the ledger")
-            steward = await self.leadership.acquire(lambda store: open_ledger(self.config, self.engine, self.accept_ledger_loss, store))
+            try:
+                steward = await self.leadership.acquire(
+                    lambda store: open_ledger(self.config, self.engine, self.accept_ledger_loss, store))
+            except StoreError as exc:
+                raise StartupError(f"no longer the leader of the ledger ({exc}): stepping down without writing",
+                                   STEPPED_DOWN) from None
             self.engine.not_leader = None
             started = time.monotonic()
         self.metrics.leader.set(1)
@@ -255,13 +260,13 @@ async def serve(config: SchedulerConfig, accept_ledger_loss: bool = False) -> in
     ticker = asyncio.create_task(scheduler.tick())
     tasks = {ticker, stopped}
     if scheduler.leadership is not None:
-        tasks.add(asyncio.create_task(scheduler.leadership.keep()))
+        tasks.add(scheduler.leadership.lost)
     done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     lost = next((t.result() for t in done if t not in (ticker, stopped)), None)
     if lost is not None and scheduler.engine.failed is None:
         scheduler.engine.failed = lost      # nothing more is queued to the ledger
     for task in tasks:
-        task.cancel()
+        task.cancel()   # (the lease too: a leader that stops closes its session, and the lock goes at once)
     if scheduler.leadership is not None and scheduler.engine.failed is not None:
         log.error("no longer the leader of the ledger (%s): stepping down without writing",
                   scheduler.engine.failed)

@@ -296,7 +296,10 @@ def test_a_fenced_store_appends_only_while_it_holds_the_lock(postgres_dsn, stewa
     with pytest.raises(StoreError, match="does not hold the leader lock"):
         standby.append(1, [("claim.submitted", small[1])])
     leader.close()                                   # the session, and with it the lock, is gone
-    assert standby.try_lead() and standby.leader() == "pool:b:2"
+    deadline = time.monotonic() + 10                 # (the server ends a closed session a moment later)
+    while not standby.try_lead() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert standby.leader() == "pool:b:2"
     standby.append(1, [("claim.submitted", small[1])])
     assert standby.length() == 2
     standby.close()
