@@ -1,7 +1,10 @@
-"""Time for the sampler: the host's monotonic clock, or a replayed trace's.
+"""Time for the sampler: the host's clocks, or a replayed trace's.
 
-Windows are cut on a monotonic clock and stamped in Unix ns only on the way
-out (`unix_offset_ns`), so a wall-clock step never bends a window.
+Windows are *cut* on the monotonic clock (their durations, and when a boundary
+falls) and *stamped* from the wall clock read at each boundary (`wall_ns`), so
+a wall-clock step never bends a window, and an agent started before NTP has
+synchronised stamps correctly from the first boundary after the step, without
+a restart.
 """
 
 from __future__ import annotations
@@ -11,11 +14,11 @@ import time
 
 
 class MonotonicClock:
-    def __init__(self) -> None:
-        self.unix_offset_ns = time.time_ns() - time.monotonic_ns()
-
     def now_ns(self) -> int:
         return time.monotonic_ns()
+
+    def wall_ns(self) -> int:
+        return time.time_ns()
 
     def sleep_until(self, t_ns: int, stop: threading.Event) -> bool:
         """Sleep until `t_ns`; False when `stop` was set first."""
@@ -25,20 +28,33 @@ class MonotonicClock:
 
 class ReplayClock:
     """A trace's own monotonic time, played `speed` times faster than real
-    time; speed 0 jumps straight to each boundary (as fast as possible)."""
+    time; speed 0 jumps straight to each boundary (as fast as possible).
 
-    def __init__(self, start_ns: int, speed: float):
+    Its wall clock is the trace's time shifted to Unix time: `origin_unix_ns`
+    is when the trace's first row plays. Given (`--replay-origin-unix-ns`),
+    every process replaying the trace agrees on where it is and on every
+    stamp, so a replayed counter keeps running while the agent is down, as a
+    real one does; by default the trace starts when the process does.
+    """
+
+    def __init__(self, start_ns: int, speed: float, origin_unix_ns: int | None = None):
         if speed < 0:
             raise ValueError(f"replay speed must be ≥ 0, got {speed}")
+        if origin_unix_ns is not None and speed == 0:
+            raise ValueError("a replay origin needs a real-time speed (> 0)")
         self._start, self._speed = start_ns, speed
         self._virtual = start_ns
-        self._wall0 = time.monotonic_ns()
-        self.unix_offset_ns = time.time_ns() - start_ns
+        self._origin = time.time_ns() if origin_unix_ns is None else origin_unix_ns
+        self._wall0 = time.monotonic_ns() - (time.time_ns() - self._origin)
+        self.unix_offset_ns = self._origin - start_ns
 
     def now_ns(self) -> int:
         if self._speed == 0:
             return self._virtual
         return self._start + int((time.monotonic_ns() - self._wall0) * self._speed)
+
+    def wall_ns(self) -> int:
+        return self.now_ns() + self.unix_offset_ns
 
     def sleep_until(self, t_ns: int, stop: threading.Event) -> bool:
         if self._speed == 0:

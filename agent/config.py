@@ -42,12 +42,18 @@ class Estimator:
 
 @dataclass(frozen=True)
 class Stream:
-    buffer_windows: int = 100_000
     batch_max: int = 500
     backoff_initial_ms: int = 500
     backoff_max_ms: int = 30_000
     drain_ms: int = 2_000  # on stop, how long unacknowledged windows may wait for their ack
     tls_ca: str = ""      # PEM file of the scheduler's CA; "" = plaintext (loopback / trusted network)
+
+
+@dataclass(frozen=True)
+class Spool:
+    # Windows kept until acknowledged (state_dir/spool.sqlite, ~200 bytes each):
+    # a day of 1 s windows for 11 devices. Past it, the oldest merge into gaps.
+    max_windows: int = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -79,6 +85,7 @@ class Config:
     meters: Meters = Meters()
     estimator: Estimator = Estimator()
     stream: Stream = Stream()
+    spool: Spool = Spool()
     metrics: Metrics = Metrics()
     capacity: Capacity = Capacity()
 
@@ -95,7 +102,7 @@ class Config:
 CHECKS = {
     "window_ms": _window, "log_level": _level,
     "meters.stall_ms": positive, "estimator.gpu_watts": natural, "estimator.cpu_watts": natural,
-    "stream.buffer_windows": positive, "stream.batch_max": positive,
+    "spool.max_windows": positive, "stream.batch_max": positive,
     "stream.backoff_initial_ms": positive, "stream.backoff_max_ms": positive, "stream.drain_ms": natural,
     **{f"capacity.{k}": natural for k in ("cpu_millis", "memory_mb", "disk_mb", "gpu_mdev", "max_concurrency")},
 }

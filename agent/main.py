@@ -2,7 +2,8 @@
 
     pool-agent [--config /etc/pool/agent.toml] [--scheduler ADDR]
     pool-agent --check
-    pool-agent --replay FILE [--replay-speed X] [--window-ms N] --stdout
+    pool-agent --replay FILE [--replay-speed X] [--replay-origin-unix-ns T] [--replay-reload-at-ms M]
+               [--window-ms N] --stdout
 """
 
 from __future__ import annotations
@@ -29,8 +30,10 @@ from agent.meters.select import Choice, Selection, select
 from agent.metrics import AgentMetrics
 from agent.occupancy import Occupancy
 from agent.sampler import Sampler
-from agent.stream import Backoff, Outbox, StreamClient
-from agent.windows import Sequencer, Window
+from agent.spool import FILE as SPOOL_FILE
+from agent.spool import Spool, SpoolError
+from agent.stream import Backoff, StreamClient
+from agent.windows import Sequencer, Window, window_json
 from protos import daemon
 from protos.pool.v1 import agent_pb2, types_pb2
 
@@ -48,6 +51,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="meter a recorded CSV trace instead of this host ('bundled' for the H200 trace)")
     p.add_argument("--replay-speed", type=float, default=1.0,
                    help="replay this many times faster than real time; 0 = as fast as possible")
+    p.add_argument("--replay-origin-unix-ns", type=int, metavar="T",
+                   help="play the trace's first row at this Unix time, in every process that replays it, so the "
+                        "counter runs on while the agent is down (needs a real-time speed)")
+    p.add_argument("--replay-reload-at-ms", type=int, metavar="M",
+                   help="simulate a driver reload M ms after the trace's first row: the counter restarts from 0")
     p.add_argument("--stdout", action="store_true",
                    help="print one JSON object per window instead of streaming to a scheduler")
     p.add_argument("--log-level", choices=("debug", "info", "warning", "error"))
@@ -76,6 +84,9 @@ def main(argv: list[str] | None = None) -> None:
     except (ConfigError, replay_meter.TraceError) as exc:
         print(f"pool-agent: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+    except SpoolError as exc:
+        print(f"pool-agent: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
     except BrokenPipeError:  # `pool-agent --stdout | head`: the reader left, not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         raise SystemExit(0) from None
@@ -112,36 +123,70 @@ def run(args, config: Config) -> int:
                                      config.capacity.disk_path)
     occupancy = Occupancy({m.device.device_id: fields["cpu_millis"] for m in selection.meters
                            if m.device.kind == CPU_PACKAGE})
+    client = None
     if args.stdout:
-        emit = _print_windows
-        sequencer, client = Sequencer(), None
+        spool = _stdout_spool(args, config, metrics)
     else:
         if not config.scheduler:
             log.error("no scheduler: set `scheduler` in %s or pass --scheduler (or --stdout)", args.config)
             return 2
         if config.metrics.listen:
             metrics.serve(config.metrics.listen)
-        sequencer = Sequencer(_state_dir(config) / "seq")
-        outbox = Outbox(config.stream.buffer_windows, metrics)
-        client = _client(config, selection, fields, outbox, metrics, sequencer, occupancy)
+        spool = Spool(_state_dir(config) / SPOOL_FILE, config.spool.max_windows, metrics)
+        if len(spool):
+            log.info("%d windows in the spool from before this start: sending them first", len(spool))
+        client = _client(config, selection, fields, spool, metrics, occupancy)
         threading.Thread(target=client.run, name="stream", daemon=True).start()
-        emit = outbox.put
+    sampler: Sampler
 
     def sink(windows: list[Window]) -> None:
         windows = [occupancy.apply(w) for w in windows]
         for w in windows:
             metrics.window(w)
-        emit(windows)
+            if w.uj is None:
+                log.info("%s: no figure from %d to %d (%s): %s", w.device_id, w.start_ns, w.end_ns,
+                         w.reason.name if w.reason else "gap", w.gap)
+        if spool is None:
+            _print_windows([w.as_proto() for w in windows])
+            return
+        stored = spool.append(windows, sampler.lasts())
+        if client is None and stored:   # --stdout: printed, then done with
+            _print_windows(stored)
+            spool.ack(stored[-1].seq)
 
-    sampler = Sampler(selection.meters, clock, config.window_ns, sequencer, sink,
+    sampler = Sampler(selection.meters, clock, config.window_ns, Sequencer(), sink,
                       stall_ns=config.meters.stall_ms * 1_000_000, end_ns=end_ns, tick=_watchdog())
+    if spool is not None:
+        sampler.resume(spool.last_readings())
     daemon.ready(f"metering {len(selection.meters)} devices")
-    sampler.run(stop)
-    daemon.stopping()
-    if client is not None:
-        _drain(outbox, config.stream.drain_ms / 1000)
-        client.close()
+    try:
+        sampler.run(stop)
+    finally:
+        daemon.stopping()
+        if client is not None:
+            _drain(spool, config.stream.drain_ms / 1000)
+            client.close()
+        if spool is not None:
+            spool.close()
     return 0
+
+
+def _stdout_spool(args, config: Config, metrics: AgentMetrics) -> Spool | None:
+    """--stdout keeps the spool too (a restart continues every counter), except
+    for a replay without an origin, which starts its trace afresh each time.
+    Windows spooled but not printed before a crash are printed first."""
+    if args.replay is not None and args.replay_origin_unix_ns is None:
+        return None
+    try:
+        spool = Spool(_state_dir(config) / SPOOL_FILE, config.spool.max_windows, metrics)
+    except (ConfigError, SpoolError) as exc:
+        log.warning("%s: windows will not continue across restarts", exc)
+        return None
+    left = spool.unacknowledged()
+    _print_windows(left)
+    if left:
+        spool.ack(left[-1].seq)
+    return spool
 
 
 def _meters(args, config: Config) -> tuple[Selection, object, int | None]:
@@ -149,13 +194,18 @@ def _meters(args, config: Config) -> tuple[Selection, object, int | None]:
         clock = MonotonicClock()
         return select(config, clock), clock, None
     path = replay_meter.bundled_trace() if str(args.replay) == "bundled" else args.replay
-    meter = replay_meter.ReplayMeter(path, args.replay_speed)
+    reload_ns = None if args.replay_reload_at_ms is None else args.replay_reload_at_ms * 1_000_000
+    try:
+        meter = replay_meter.ReplayMeter(path, args.replay_speed, origin_unix_ns=args.replay_origin_unix_ns,
+                                         reload_at_ns=reload_ns)
+    except ValueError as exc:
+        raise ConfigError(f"--replay: {exc}") from None
     return Selection([Choice(meter.device, meter)]), meter.clock, meter.end_ns
 
 
-def _print_windows(windows: list[Window]) -> None:
+def _print_windows(windows: list[agent_pb2.Window]) -> None:
     for w in windows:
-        sys.stdout.write(json.dumps(w.as_json()) + "\n")
+        sys.stdout.write(json.dumps(window_json(w)) + "\n")
     sys.stdout.flush()
 
 
@@ -174,7 +224,7 @@ def _device_meter(meter: Meter, downgrades: list[str]) -> types_pb2.DeviceMeter:
                                  mig_enabled=d.mig_enabled, downgrades=downgrades)
 
 
-def _client(config, selection, fields, outbox, metrics, sequencer, occupancy) -> StreamClient:
+def _client(config, selection, fields, spool, metrics, occupancy) -> StreamClient:
     devices = [_device_meter(c.meter, c.downgrades) for c in selection.choices if c.meter is not None]
 
     def register() -> agent_pb2.RegisterRequest:
@@ -185,7 +235,7 @@ def _client(config, selection, fields, outbox, metrics, sequencer, occupancy) ->
     if config.stream.tls_ca:
         credentials = grpc.ssl_channel_credentials(Path(config.stream.tls_ca).read_bytes())
     s = config.stream
-    return StreamClient(config.scheduler, register, outbox, metrics, on_acked=sequencer.at_least,
+    return StreamClient(config.scheduler, register, spool, metrics,
                         on_occupancy=occupancy.update, batch_max=s.batch_max, credentials=credentials,
                         backoff=Backoff(s.backoff_initial_ms / 1000, s.backoff_max_ms / 1000))
 
@@ -208,13 +258,14 @@ def _watchdog():
     return tick
 
 
-def _drain(outbox: Outbox, seconds: float) -> None:
+def _drain(spool: Spool, seconds: float) -> None:
     """On stop, wait this long for the scheduler to acknowledge the last windows."""
     deadline = time.monotonic() + seconds
-    while len(outbox) and time.monotonic() < deadline:
+    while len(spool) and time.monotonic() < deadline:
         time.sleep(0.05)
-    if len(outbox):
-        log.warning("stopping with %d windows unacknowledged; they are lost", len(outbox))
+    if len(spool):
+        log.info("stopping with %d windows unacknowledged: they stay in the spool and are sent after the "
+                 "next start", len(spool))
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
 from agent.windows import Window
+from protos.energy import NS_PER_S, GapReason
 
 
 class AgentMetrics:
@@ -28,8 +29,12 @@ class AgentMetrics:
                                 registry=r)
         self.buffered = Gauge("pool_agent_buffered_windows", "Windows held until the scheduler acknowledges",
                               registry=r)
-        self.dropped = Counter("pool_agent_dropped_windows",
-                               "Windows dropped unsent because the buffer was full (oldest first)", registry=r)
+        self.windows_lost = Counter("pool_agent_windows_lost",
+                                    "Measured windows whose figure never reaches the scheduler (merged into a "
+                                    "spool-overflow gap)", ["device"], registry=r)
+        self.unaccounted = Counter("pool_agent_unaccounted_seconds",
+                                   "Device seconds that reach the scheduler as a gap, not as a figure, by why",
+                                   ["device", "reason"], registry=r)
         self.reconnects = Counter("pool_agent_reconnects", "Stream (re)connection attempts", registry=r)
         self._children: dict[tuple, object] = {}
 
@@ -45,10 +50,17 @@ class AgentMetrics:
         self._child(self.windows, w.device_id).inc()
         if w.uj is None:
             self._child(self.gaps, w.device_id).inc()
+            reason = (w.reason or GapReason.MeterError).name
+            self._child(self.unaccounted, w.device_id, reason).inc((w.end_ns - w.start_ns) / NS_PER_S)
             return
         self._child(self.device_uj, w.device_id, w.grade.name).inc(w.uj)
         for share in w.shares:
             self._child(self.occupant_uj, w.device_id, share.occupant, share.grade.name).inc(share.uj)
+
+    def lost(self, device: str, windows: int, ns: int) -> None:
+        """Measured windows merged away by a spool overflow, and the seconds they covered."""
+        self._child(self.windows_lost, device).inc(windows)
+        self._child(self.unaccounted, device, GapReason.SpoolOverflow.name).inc(ns / NS_PER_S)
 
     def serve(self, listen: str) -> None:
         host, _, port = listen.rpartition(":")

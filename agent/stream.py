@@ -1,78 +1,28 @@
 """The stream to the scheduler: Register, then one bidirectional Stream.
 
-Windows wait in a bounded `Outbox` until the scheduler acknowledges them. On
-(re)connect, Register answers the highest seq the scheduler has counted; the
-agent resends everything above it, so each window is counted exactly once.
-Past the bound the *oldest* windows are dropped: counted in
-pool_agent_dropped_windows and logged, never silently.
+Windows wait in the durable `agent.spool.Spool` until the scheduler
+acknowledges them. On (re)connect, Register answers the highest seq the
+scheduler has counted; the agent resends everything above it, so each window
+is counted exactly once, across scheduler outages and agent restarts alike.
 """
 
 from __future__ import annotations
 
-import bisect
 import logging
 import random
 import threading
-import time
-from collections import deque
 from collections.abc import Callable, Iterator
 
 import grpc
 
 from agent.metrics import AgentMetrics
-from agent.windows import Window
+from agent.spool import Spool
 from protos.failover import Targets, addresses, leader_hint
 from protos.pool.v1 import agent_pb2, agent_pb2_grpc
 
 log = logging.getLogger(__name__)
 REGISTER_TIMEOUT_S = 10
 CHANNEL_OPTIONS = [("grpc.keepalive_time_ms", 30_000), ("grpc.keepalive_timeout_ms", 10_000)]
-
-
-class Outbox:
-    """Windows not yet acknowledged, in seq order, at most `bound` of them."""
-
-    def __init__(self, bound: int, metrics: AgentMetrics):
-        self._bound, self._metrics = bound, metrics
-        self._windows: deque[Window] = deque()
-        self._cond = threading.Condition()
-        self.acked = 0
-
-    def __len__(self) -> int:
-        return len(self._windows)
-
-    def put(self, windows: list[Window]) -> None:
-        with self._cond:
-            self._windows.extend(windows)
-            excess = len(self._windows) - self._bound
-            if excess > 0:
-                lost = [self._windows.popleft() for _ in range(excess)]
-                self._metrics.dropped.inc(excess)
-                log.warning("buffer full (%d windows): dropped the %d oldest, seq %d..%d, unsent",
-                            self._bound, excess, lost[0].seq, lost[-1].seq)
-            self._gauges()
-            self._cond.notify_all()
-
-    def ack(self, seq: int) -> None:
-        with self._cond:
-            self.acked = max(self.acked, seq)
-            while self._windows and self._windows[0].seq <= self.acked:
-                self._windows.popleft()
-            self._gauges()
-
-    def after(self, seq: int, limit: int, timeout_s: float) -> list[Window]:
-        """Up to `limit` windows above `seq`, waiting up to `timeout_s` for one."""
-        with self._cond:
-            start = bisect.bisect_right(self._windows, seq, key=lambda w: w.seq)
-            if start == len(self._windows):
-                self._cond.wait(timeout_s)
-                start = bisect.bisect_right(self._windows, seq, key=lambda w: w.seq)
-            return [self._windows[i] for i in range(start, min(start + limit, len(self._windows)))]
-
-    def _gauges(self) -> None:
-        self._metrics.buffered.set(len(self._windows))
-        oldest = self._windows[0].end_ns if self._windows else None
-        self._metrics.window_lag.set(0 if oldest is None else max(0, time.time_ns() - oldest) / 1e9)
 
 
 class Backoff:
@@ -92,7 +42,7 @@ class Backoff:
 
 
 class StreamClient:
-    def __init__(self, target: str, register: Callable[[], agent_pb2.RegisterRequest], outbox: Outbox,
+    def __init__(self, target: str, register: Callable[[], agent_pb2.RegisterRequest], spool: Spool,
                  metrics: AgentMetrics, *, on_acked: Callable[[int], None] = lambda seq: None,
                  on_occupancy: Callable[[agent_pb2.Occupancy], None] = lambda occ: None,
                  batch_max: int = 500, backoff: Backoff | None = None,
@@ -100,7 +50,7 @@ class StreamClient:
         # `target`: one address, or a leader and its standbys, comma-separated; a standby's
         # NOT_LEADER names the leader, and the stream moves there (protos/failover.py)
         self._targets = Targets(addresses(target))
-        self._register, self._outbox, self._metrics = register, outbox, metrics
+        self._register, self._spool, self._metrics = register, spool, metrics
         self._on_acked, self._on_occupancy = on_acked, on_occupancy
         self._batch_max, self._credentials = batch_max, credentials
         self._backoff = backoff or Backoff(0.5, 30.0)
@@ -142,7 +92,8 @@ class StreamClient:
             stub = agent_pb2_grpc.AgentServiceStub(channel)
             request = self._register()
             registered = stub.Register(request, timeout=REGISTER_TIMEOUT_S)
-            self._acked(registered.acked_seq)
+            self._spool.resolved(registered.acked_seq)
+            self._on_acked(registered.acked_seq)
             done = threading.Event()
             self._call = stub.Stream(self._requests(request.host_id, registered.acked_seq, done))
             self._backoff.reset()
@@ -167,15 +118,14 @@ class StreamClient:
                           message.occupancy.version, exc)
 
     def _acked(self, seq: int) -> None:
-        self._outbox.ack(seq)
+        self._spool.ack(seq)
         self._on_acked(seq)
 
     def _requests(self, host_id: str, acked: int, done: threading.Event) -> Iterator[agent_pb2.AgentMessage]:
         yield agent_pb2.AgentMessage(hello=agent_pb2.Hello(host_id=host_id))
         sent = acked
         while not done.is_set() and not self._stop.is_set():
-            batch = self._outbox.after(sent, self._batch_max, timeout_s=0.2)
+            batch = self._spool.offer(sent, self._batch_max, timeout_s=0.2)
             if batch:
                 sent = batch[-1].seq
-                windows = [w.as_proto() for w in batch]
-                yield agent_pb2.AgentMessage(batch=agent_pb2.WindowBatch(windows=windows))
+                yield agent_pb2.AgentMessage(batch=agent_pb2.WindowBatch(windows=batch))

@@ -32,6 +32,16 @@ class Grade(IntEnum):
             raise ValueError(f"unknown grade {name!r}: expected one of {', '.join(g.name for g in cls)}") from None
 
 
+class GapReason(IntEnum):
+    """Why a window has no energy figure; the values equal the wire enum
+    `pool.v1.GapReason` (0, not a gap, is `None` here)."""
+
+    AgentDown = 1       # nobody measured and the counter cannot be proven to carry the span
+    CounterReset = 2    # driver reload, GPU reset, reboot, or the counter went back
+    MeterError = 3      # a failed reading, or a stalled counter
+    SpoolOverflow = 4   # measured windows merged into one gap because the agent's spool was full
+
+
 def worst(grades: Iterable[Grade]) -> Grade:
     """The grade of an aggregate: the worst of its parts. An aggregate of
     nothing has no grade, so an empty input is an error, not a default."""

@@ -3,12 +3,16 @@ ModelBased and Estimator meters share.
 
 A meter reports *cumulative counters* in µJ at a monotonic instant. Turning
 two readings into an energy figure (wraps, epochs, gaps) is `agent.counters`'
-job, never the meter's: a meter only says what the hardware said.
+job, never the meter's: a meter only says what the hardware said, including
+what identifies its counter's epoch (`identity`) and the most power the device
+can draw (`max_power_uw`), which together decide whether a counter can prove
+what happened while the agent was down.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 from protos.energy import NS_PER_S, Grade
@@ -27,6 +31,7 @@ class Reading:
     t_ns: int
     counters_uj: tuple[int, ...]
     epoch: int = 0  # a meter bumps it when it knows the counter restarted
+    unix_ns: int | None = None  # the sample's own wall-clock time, where the hardware stamps it (NVML)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,10 +54,26 @@ class Meter(Protocol):
     max_ranges_uj: tuple[int | None, ...]    # per counter; None: no known range
     poll_ns: int | None                      # read this often between boundaries (integrators)
     update_ns: int                           # how often the source itself changes
+    # What names the counter's epoch, stable across agent restarts exactly as
+    # long as the counter keeps counting (device, driver and its load, boot);
+    # None for a counter that lives in the agent (a power integrator).
+    identity: str | None
+    max_power_uw: int                        # a ceiling on the device's draw, for restart proofs
 
     def read(self) -> Reading:
         """Read now. Raises MeterError, never returns a made-up value."""
         ...
+
+
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+
+
+def boot_id(path: Path = BOOT_ID) -> str:
+    """The kernel's id for this boot: a counter cannot carry across a reboot."""
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return ""   # no proof of the boot: `identity` callers treat "" as unknown
 
 
 class Integrator:

@@ -21,12 +21,14 @@ class EstimatorMeter:
     max_ranges_uj = (None,)
     poll_ns = POLL_NS
     update_ns = POLL_NS
+    identity = None   # an integral in this process: nothing carries over a restart
 
     def __init__(self, device: DeviceInfo, watts: int, utilisation_pct: Callable[[], float], clock):
         if watts <= 0:
             raise ValueError(f"estimator watts for {device.device_id} must be positive, got {watts}")
         self.device, self.clock = device, clock
         self._uw_at_full = watts * 1_000_000
+        self.max_power_uw = self._uw_at_full
         self._utilisation = utilisation_pct
         self._integrator = Integrator()
 

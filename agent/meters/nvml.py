@@ -4,6 +4,11 @@ Per GPU, best first: the total-energy counter (mJ since driver load, HwShunt);
 where that is not supported, POWER_INSTANT integrated over time (ModelBased).
 Never nvmlDeviceGetPowerUsage: it is a smoothed average that lags the load.
 
+The counter is read through nvmlDeviceGetFieldValues with
+NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION, because a field value carries the
+driver's own timestamp of the sample: the counter only moves every ~100 ms,
+so a window's edge is put where the counter moved, not where we asked.
+
 Cost (fixtures/nvml-h200): one counter read is ~3–4 ms of CPU and reads do not
 parallelise; POWER_INSTANT is ~14 µs. So the counter is read once per window
 boundary, and only the power meter is polled between boundaries.
@@ -13,11 +18,21 @@ The pynvml module is injected, so tests hand in a fake at this one boundary.
 
 from __future__ import annotations
 
-from agent.meters.base import COUNTER_UPDATE_NS, GPU, DeviceInfo, Integrator, MeterError, Reading
+from pathlib import Path
+
+from agent.meters.base import COUNTER_UPDATE_NS, GPU, DeviceInfo, Integrator, MeterError, Reading, boot_id
 from protos.energy import Grade, mj_to_uj, mw_to_uw
 from protos.pool.v1 import types_pb2
 
 POWER_POLL_NS = 100_000_000
+# The kernel module's sysfs directory: its inode is allocated anew each time the
+# module loads, so it tells one driver load from the next (the counter restarts
+# with the driver).
+DRIVER_SYSFS = Path("/sys/module/nvidia")
+# A sample older than this is not the counter's current value (it updates every
+# ~100 ms): its timestamp is not trusted, and the read time is used instead.
+MAX_SAMPLE_AGE_NS = 1_000_000_000
+UNKNOWN_LIMIT_UW = 1_000_000_000   # 1 kW, for a GPU that does not report its power limit
 
 
 class NvmlError(MeterError):
@@ -51,11 +66,12 @@ def typed_error(nvml, exc: Exception, what: str) -> NvmlError:
 class Nvml:
     """An initialised NVML: calls go through `call`, which maps errors."""
 
-    def __init__(self, module=None):
+    def __init__(self, module=None, driver_sysfs: Path = DRIVER_SYSFS):
         if module is None:
             import pynvml as module
         self.m = module
         self.call(module.nvmlInit, what="nvmlInit")
+        self.driver = _driver_epoch(self, driver_sysfs)
 
     def call(self, fn, *args, what: str):
         try:
@@ -90,9 +106,29 @@ def _text(value) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def _driver_epoch(nvml: Nvml, sysfs: Path) -> str | None:
+    """The driver version, its load (module inode) and the boot: what the
+    energy counter's epoch depends on besides the GPU. None when any is unknown."""
+    try:
+        version = _text(nvml.call(nvml.m.nvmlSystemGetDriverVersion, what="driver version"))
+        load = sysfs.stat().st_ino
+    except (NvmlError, OSError):
+        return None
+    boot = boot_id()
+    return f"driver={version}:load={load}:boot={boot}" if boot else None
+
+
+def _power_limit_uw(nvml: Nvml, handle) -> int:
+    try:
+        return mw_to_uw(nvml.call(nvml.m.nvmlDeviceGetEnforcedPowerLimit, handle, what="power limit"))
+    except NvmlError:
+        return UNKNOWN_LIMIT_UW
+
+
 class NvmlEnergyMeter:
-    """nvmlDeviceGetTotalEnergyConsumption: HwShunt. No documented range, so
-    a decrease (driver reload, GPU reset) starts a new epoch (RULES §1)."""
+    """NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION (mJ since driver load): HwShunt.
+    No documented range, so a decrease (driver reload, GPU reset) starts a new
+    epoch (RULES §1). Each reading is timed by the sample's own timestamp."""
 
     meter_kind = types_pb2.NVML_ENERGY
     grade = Grade.HwShunt
@@ -102,10 +138,22 @@ class NvmlEnergyMeter:
 
     def __init__(self, nvml: Nvml, handle, device: DeviceInfo, clock):
         self.nvml, self.handle, self.device, self.clock = nvml, handle, device, clock
+        self.identity = None if nvml.driver is None else f"nvml:{device.device_id}:{nvml.driver}"
+        self.max_power_uw = 2 * _power_limit_uw(nvml, handle)   # twice the enforced limit: a safe ceiling
 
     def read(self) -> Reading:
-        mj = self.nvml.call(self.nvml.m.nvmlDeviceGetTotalEnergyConsumption, self.handle, what="total energy")
-        return Reading(self.clock.now_ns(), (mj_to_uj(mj),))
+        m = self.nvml.m
+        field = self.nvml.call(m.nvmlDeviceGetFieldValues, self.handle, [m.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION],
+                               what="total energy")[0]
+        mono, wall = self.clock.now_ns(), self.clock.wall_ns()
+        if field.nvmlReturn != m.NVML_SUCCESS:
+            raise typed_error(m, m.NVMLError(field.nvmlReturn), "total energy")
+        if field.valueType != m.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG:
+            raise NvmlError(f"NVML: total energy came as value type {field.valueType}, not unsigned long long")
+        age = wall - field.timestamp * 1000   # the sample's timestamp is Unix µs
+        if field.timestamp <= 0 or not 0 <= age <= MAX_SAMPLE_AGE_NS:
+            age = 0   # no usable timestamp (0, or from another clock): the read's own time
+        return Reading(mono - age, (mj_to_uj(field.value.ullVal),), unix_ns=wall - age)
 
 
 class NvmlPowerMeter:
@@ -119,9 +167,12 @@ class NvmlPowerMeter:
     poll_ns = POWER_POLL_NS
     update_ns = POWER_POLL_NS
 
+    identity = None   # the integral lives in this process: it cannot carry over a restart
+
     def __init__(self, nvml: Nvml, handle, device: DeviceInfo, clock):
         self.nvml, self.handle, self.device, self.clock = nvml, handle, device, clock
         self._integrator = Integrator()
+        self.max_power_uw = 2 * _power_limit_uw(nvml, handle)
 
     def power_mw(self) -> int:
         m = self.nvml.m

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent.meters.base import CPU_PACKAGE, DeviceInfo, MeterError, Reading
+from agent.meters.base import CPU_PACKAGE, DeviceInfo, MeterError, Reading, boot_id
 from protos.energy import Grade
 from protos.pool.v1 import types_pb2
 
@@ -68,6 +68,11 @@ class RaplMeter:
         self.device = DeviceInfo(f"cpu:{package}", CPU_PACKAGE, "cpu")
         self.zones, self.clock = zones, clock
         self.max_ranges_uj = tuple(_read_int(z / "max_energy_range_uj") for z in zones)
+        # RAPL counters run from boot: the boot is their epoch (a wrap in a
+        # downtime is ruled out, or not, by max_power_uw in agent.counters).
+        boot = boot_id()
+        self.identity = f"rapl:{package}:boot={boot}" if boot else None
+        self.max_power_uw = MAX_PLAUSIBLE_UW
 
     def read(self) -> Reading:
         values = tuple(_read_int(z / "energy_uj") for z in self.zones)

@@ -4,7 +4,14 @@ The CSV needs `t_mono_ns` and `energy_mj` (a total-energy counter, graded
 HwShunt as recorded) or, failing that, `power_instant_mw` (integrated,
 ModelBased). Other columns are ignored. An empty energy cell is a missing
 reading. Reading at time t returns the last row at or before t, exactly what
-a live counter read at t would have said.
+a live counter read at t would have said, timed by that row (as NVML times a
+field value by its sample).
+
+With an origin (`--replay-origin-unix-ns`), the trace plays on the wall clock
+from that instant whichever process reads it, so a counter keeps running
+while the agent is down, as a real one does. A simulated driver reload
+(`--replay-reload-at-ms`, from the trace's first row) restarts the counter
+from 0 there, in a new epoch, as a real reload does.
 """
 
 from __future__ import annotations
@@ -20,6 +27,8 @@ from protos.energy import Grade, mj_to_uj, mw_to_uw
 from protos.pool.v1 import types_pb2
 
 BUNDLED_TRACE = "phases-10ms.csv"
+# Twice the 700 W limit of the H200 the bundled trace was recorded on.
+REPLAY_MAX_POWER_UW = 1_400_000_000
 
 
 def bundled_trace() -> Path:
@@ -73,9 +82,18 @@ class ReplayMeter:
     meter_kind = types_pb2.REPLAY
     poll_ns = None            # every row is a sample; the clock says how far to go
 
-    def __init__(self, path: Path, speed: float = 0.0, device_id: str | None = None):
+    max_power_uw = REPLAY_MAX_POWER_UW
+
+    def __init__(self, path: Path, speed: float = 0.0, device_id: str | None = None, *,
+                 origin_unix_ns: int | None = None, reload_at_ns: int | None = None):
         self.rows, self._energy = load_trace(path)
-        self.clock = ReplayClock(self.rows[0].t_ns, speed)  # the trace's own time drives the sampler
+        # the trace's own time drives the sampler
+        self.clock = ReplayClock(self.rows[0].t_ns, speed, origin_unix_ns)
+        self._reload = None if reload_at_ns is None else self.rows[0].t_ns + reload_at_ns
+        self._base = 0 if self._reload is None else next(
+            (r.value for r in reversed(self.rows) if r.t_ns <= self._reload and r.value is not None), 0)
+        # a trace replayed from its own origin is one counter epoch, in every process that replays it
+        self.identity = None if not self._energy else f"replay:{path.name}:origin={self.clock.unix_offset_ns}"
         self._next = 0
         self._last: Row | None = None
         self._power = None if self._energy else Integrator()
@@ -93,7 +111,11 @@ class ReplayMeter:
         row = self._last
         if row is None or row.value is None:
             raise MeterError(f"trace has no value at or before t={now} ns")
-        return Reading(row.t_ns, (row.value if self._energy else self._total_uj,))
+        if not self._energy:
+            return Reading(row.t_ns, (self._total_uj,))
+        if self._reload is not None and row.t_ns > self._reload:
+            return Reading(row.t_ns, (row.value - self._base,), epoch=1)   # the driver reloaded: from 0
+        return Reading(row.t_ns, (row.value,))
 
     def _advance(self, row: Row) -> None:
         self._last = row

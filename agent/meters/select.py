@@ -32,19 +32,19 @@ class Selection:
         return [c.meter for c in self.choices if c.meter is not None]
 
 
-def select(config, clock, nvml_module=None) -> Selection:
+def select(config, clock, nvml_module=None, driver_sysfs=nvml_meters.DRIVER_SYSFS) -> Selection:
     selection = Selection([])
     if config.meters.nvml:
-        _gpus(selection, config, clock, nvml_module)
+        _gpus(selection, config, clock, nvml_module, driver_sysfs)
     else:
         selection.host_notes.append("NVML: disabled in configuration (meters.nvml = false)")
     _cpus(selection, config, clock)
     return selection
 
 
-def _gpus(selection: Selection, config, clock, nvml_module) -> None:
+def _gpus(selection: Selection, config, clock, nvml_module, driver_sysfs) -> None:
     try:
-        selection.nvml = nvml = nvml_meters.Nvml(nvml_module)
+        selection.nvml = nvml = nvml_meters.Nvml(nvml_module, driver_sysfs)
         found = nvml_meters.gpu_meters(nvml, clock)
     except MeterError as exc:
         selection.host_notes.append(f"no GPUs metered: {exc}")

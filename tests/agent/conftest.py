@@ -37,6 +37,23 @@ class FakeGpu:
     energy_error: int | None = None   # an NVML return code to fail total energy with
     power_error: int | None = None
     mig_error: int | None = None
+    energy_sample_us: int = 0         # the field value's timestamp (Unix µs); 0: none given
+    power_limit_mw: int = 700_000
+
+
+class FakeValue:
+    """Like pynvml.c_nvmlValue_t: a union read by the member for its type."""
+
+    def __init__(self, value: int):
+        self.uiVal = self.ulVal = self.ullVal = value
+
+
+class FakeFieldValue:
+    """Like pynvml.c_nvmlFieldValue_t, field for field (the contract test compares them)."""
+
+    def __init__(self, fieldId, nvmlReturn, valueType, value, timestamp=0, latencyUsec=0, scopeId=0):
+        self.fieldId, self.scopeId, self.timestamp, self.latencyUsec = fieldId, scopeId, timestamp, latencyUsec
+        self.valueType, self.nvmlReturn, self.value = valueType, nvmlReturn, FakeValue(value)
 
 
 @dataclass
@@ -57,7 +74,11 @@ class FakePynvml:
     NVML_ERROR_GPU_IS_LOST = 15
     NVML_ERROR_UNKNOWN = 999
     NVML_FI_DEV_POWER_INSTANT = 186
+    NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION = 83
+    NVML_VALUE_TYPE_UNSIGNED_INT = 1
+    NVML_VALUE_TYPE_UNSIGNED_LONG_LONG = 3
     NVML_DEVICE_MIG_ENABLE = 1
+    driver_version: str = "580.159.04"
 
     def _fail(self, code):
         if code is not None:
@@ -88,15 +109,23 @@ class FakePynvml:
         self._fail(device.mig_error)
         return [device.mig, device.mig]
 
-    def nvmlDeviceGetTotalEnergyConsumption(self, handle):
-        self._fail(handle.energy_error)
-        self.energy_reads += 1
-        return handle.energy_mj
+    def nvmlSystemGetDriverVersion(self):
+        return self.driver_version
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, handle):
+        return handle.power_limit_mw
 
     def nvmlDeviceGetFieldValues(self, handle, fieldIds):
-        ret = handle.power_error or 0
-        return [SimpleNamespace(fieldId=f, nvmlReturn=ret, value=SimpleNamespace(uiVal=handle.power_mw))
-                for f in fieldIds]
+        values = []
+        for f in fieldIds:
+            if f == self.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION:
+                self.energy_reads += 1
+                values.append(FakeFieldValue(f, handle.energy_error or 0, self.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG,
+                                             handle.energy_mj, handle.energy_sample_us, 4196))
+            else:
+                values.append(FakeFieldValue(f, handle.power_error or 0, self.NVML_VALUE_TYPE_UNSIGNED_INT,
+                                             handle.power_mw))
+        return values
 
     def nvmlDeviceGetUtilizationRates(self, handle):
         return SimpleNamespace(gpu=handle.util, memory=0)
@@ -117,6 +146,9 @@ class StepClock:
 
     def now_ns(self) -> int:
         return self.t
+
+    def wall_ns(self) -> int:
+        return self.t + self.unix_offset_ns
 
     def sleep_until(self, t_ns, stop):
         self.t = max(self.t, t_ns)
@@ -146,7 +178,7 @@ def replay(path: Path = TRACE, window_ms: int = 1000, speed: float = 0.0):
 def kit() -> SimpleNamespace:
     """The helpers above, for test modules (importlib mode cannot import conftest)."""
     return SimpleNamespace(trace=TRACE, replay=replay, StepClock=StepClock, make_zone=make_zone,
-                           FakePynvml=FakePynvml, FakeGpu=FakeGpu)
+                           FakePynvml=FakePynvml, FakeGpu=FakeGpu, FakeFieldValue=FakeFieldValue)
 
 
 @pytest.fixture

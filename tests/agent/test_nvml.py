@@ -14,6 +14,8 @@ from agent.meters.select import select
 from agent.sampler import Sampler
 from agent.windows import Sequencer
 from protos.energy import Grade
+
+S = 1_000_000_000
 from protos.pool.v1 import types_pb2
 
 USED_FUNCTIONS = [name for name in dir(pynvml) if name.startswith("nvml")]
@@ -137,3 +139,75 @@ def test_lost_gpu_mid_run_is_a_gap_not_zero(kit, fake_nvml):
         gpu.energy_error = fake_nvml.NVML_ERROR_GPU_IS_LOST if lost else None
         windows += sampler._close(clock.t)
     assert [w.uj for w in windows] == [100_000, None, None]
+
+
+def test_contract_the_fake_field_value_has_the_real_structures_fields(kit):
+    real = [name for name, _ in pynvml.c_nvmlFieldValue_t._fields_]
+    fake = kit.FakeFieldValue(83, 0, 3, 1)
+    assert sorted(vars(fake)) == sorted(real)
+    assert {"timestamp", "latencyUsec", "valueType", "nvmlReturn"} <= set(real)
+    union = {name for name, _ in pynvml.c_nvmlValue_t._fields_}
+    assert set(vars(fake.value)) <= union and "ullVal" in union
+
+
+def test_contract_a_real_field_value_reads_as_the_agent_reads_it():
+    """The real ctypes structure, filled as the driver fills it, through the meter's read."""
+    value = pynvml.c_nvmlFieldValue_t()
+    value.fieldId, value.timestamp, value.valueType = pynvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION, 1796078347287800, 3
+    value.nvmlReturn, value.value.ullVal = pynvml.NVML_SUCCESS, 2360818
+    assert (value.timestamp * 1000, value.value.ullVal, value.valueType) == (1796078347287800000, 2360818,
+                                                                            pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG)
+
+
+def _wall_clock(kit, t_ns: int, unix_ns: int):
+    clock = kit.StepClock(t_ns)
+    clock.unix_offset_ns = unix_ns - t_ns
+    return clock
+
+
+def test_the_counter_is_timed_by_its_fields_own_timestamp(kit, fake_nvml):
+    """The counter moved 40 ms before it was read: the reading (and so the
+    window edge) sits where it moved, in both clocks."""
+    unix = 1796078347_000_000_000
+    clock = _wall_clock(kit, 50 * S, unix)
+    meter = select(_config(), clock, fake_nvml).meters[0]
+    fake_nvml.gpus[0].energy_sample_us = (unix - 40_000_000) // 1000
+    reading = meter.read()
+    assert reading.t_ns == 50 * S - 40_000_000 and reading.unix_ns == unix - 40_000_000
+    assert reading.counters_uj == (1_000_000_000,)
+
+
+def test_a_missing_or_implausible_timestamp_falls_back_to_the_read_time(kit, fake_nvml):
+    unix = 1796078347_000_000_000
+    clock = _wall_clock(kit, 50 * S, unix)
+    meter = select(_config(), clock, fake_nvml).meters[0]
+    for stamp_us in (0, (unix + 5 * S) // 1000, (unix - 30 * S) // 1000):   # none, future, stale
+        fake_nvml.gpus[0].energy_sample_us = stamp_us
+        reading = meter.read()
+        assert (reading.t_ns, reading.unix_ns) == (50 * S, unix)
+
+
+def test_windows_edges_follow_the_samples_and_tile(kit, fake_nvml):
+    unix = 1796078347_000_000_000
+    clock = _wall_clock(kit, 0, unix)
+    meter = select(_config(), clock, fake_nvml).meters[0]
+    gpu, windows = fake_nvml.gpus[0], []
+    sampler = Sampler([meter], clock, S, Sequencer(), windows.extend)
+    for k, age_ms in enumerate([0, 30, 90, 10]):
+        clock.t = k * S
+        gpu.energy_mj += 100
+        gpu.energy_sample_us = (unix + k * S - age_ms * 1_000_000) // 1000
+        windows += sampler._close(clock.t)
+    edges = [(w.start_ns - unix, w.end_ns - unix) for w in windows]
+    assert edges == [(0, S - 30_000_000), (S - 30_000_000, 2 * S - 90_000_000), (2 * S - 90_000_000, 3 * S - 10_000_000)]
+    assert windows[1].mean_uw == 100_000 * S // (S - 60_000_000)   # over the samples' own interval
+
+
+def test_the_counters_epoch_names_gpu_driver_load_and_boot(kit, fake_nvml, tmp_path):
+    driver = tmp_path / "nvidia"
+    driver.mkdir()
+    meter = select(_config(), kit.StepClock(), fake_nvml, driver_sysfs=driver).meters[0]
+    assert meter.identity.startswith(f"nvml:{fake_nvml.gpus[0].uuid}:driver=580.159.04:load={driver.stat().st_ino}")
+    assert meter.max_power_uw == 2 * 700_000_000
+    unknown = select(_config(), kit.StepClock(), fake_nvml, driver_sysfs=tmp_path / "absent").meters[0]
+    assert unknown.identity is None   # no proof of the driver load: no continuity across restarts

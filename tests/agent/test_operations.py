@@ -15,7 +15,7 @@ from agent.meters.base import GPU, DeviceInfo
 from agent.metrics import AgentMetrics
 from agent.windows import Window
 from protos import daemon
-from protos.energy import Grade, Share
+from protos.energy import GapReason, Grade, Share
 
 ROOT = Path(__file__).resolve().parents[2]
 UNIT = ROOT / "systemd" / "pool-agent.service"
@@ -43,11 +43,12 @@ stall_ms = 700
 gpu_watts = 350
 cpu_watts = 120
 [stream]
-buffer_windows = 10
 batch_max = 5
 backoff_initial_ms = 100
 backoff_max_ms = 1000
 tls_ca = "/etc/pool/ca.pem"
+[spool]
+max_windows = 10
 [metrics]
 listen = ":9464"
 [capacity]
@@ -60,6 +61,7 @@ max_concurrency = 3
 disk_path = "/var"
 """))
     assert cfg.window_ns == 2_000_000_000 and cfg.meters.rapl_root == Path("/tmp/powercap")
+    assert cfg.spool.max_windows == 10
     assert cfg.capacity.overrides()["gpu_types"] == ("NVIDIA H200",) and cfg.estimator.gpu_watts == 350
 
 
@@ -67,7 +69,7 @@ disk_path = "/var"
     ("window_ms = 50", "window_ms must be ≥ 100"),
     ("windowms = 1000", "windowms is not a known key"),
     ("[meters]\nnvml = 1", "meters.nvml must be bool"),
-    ("[stream]\nbuffer_windows = 0", "stream.buffer_windows must be positive"),
+    ("[spool]\nmax_windows = 0", "spool.max_windows must be positive"),
     ("[capacity]\ngpu_types = [1]", "capacity.gpu_types[0] must be str"),
     ("meters = 3", "meters must be a table"),
     ("window_ms = ", "not valid TOML"),
@@ -147,12 +149,15 @@ def test_metrics_count_energy_by_grade_and_occupant():
     m = AgentMetrics()
     m.window(Window("GPU-1", 1, 0, 1, 900, Grade.HwShunt, 900,
                     shares=(Share("a", 600, Grade.ModelBased), Share("unallocated", 300, Grade.ModelBased))))
-    m.window(Window("GPU-1", 2, 1, 2, None, Grade.HwShunt, None, gap="stalled"))
+    m.window(Window("GPU-1", 2, 1, 500_000_001, None, Grade.HwShunt, None, gap="stalled",
+                    reason=GapReason.MeterError))
     text = __import__("prometheus_client").generate_latest(m.registry).decode()
     assert 'pool_agent_device_energy_uj_total{device="GPU-1",grade="HwShunt"} 900.0' in text
     assert 'pool_agent_occupant_energy_uj_total{device="GPU-1",grade="ModelBased",occupant="a"} 600.0' in text
     assert 'pool_agent_gap_windows_total{device="GPU-1"} 1.0' in text
-    for name in ("pool_agent_window_lag_seconds", "pool_agent_buffered_windows", "pool_agent_dropped_windows_total"):
+    assert 'pool_agent_unaccounted_seconds_total{device="GPU-1",reason="MeterError"} 0.5' in text
+    assert "pool_agent_dropped" not in text   # the alarm that fired when nothing was lost is gone
+    for name in ("pool_agent_window_lag_seconds", "pool_agent_buffered_windows"):
         assert name in text
 
 

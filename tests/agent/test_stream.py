@@ -9,8 +9,9 @@ import pytest
 
 from agent.loopback import LoopbackReceiver, serve
 from agent.metrics import AgentMetrics
-from agent.stream import Backoff, Outbox, StreamClient
-from agent.windows import Sequencer, Window
+from agent.spool import Spool
+from agent.stream import Backoff, StreamClient
+from agent.windows import Window
 from protos.energy import Grade
 from protos.pool.v1 import agent_pb2
 
@@ -19,25 +20,23 @@ def windows(seqs, uj=1000):
     return [Window("GPU-1", s, s * 10**9, (s + 1) * 10**9, uj, Grade.HwShunt, uj) for s in seqs]
 
 
-def client_for(port, outbox, metrics, sequencer=None):
-    sequencer = sequencer or Sequencer()
+def client_for(port, spool, metrics):
     register = lambda: agent_pb2.RegisterRequest(host_id="host-a", window_ns=10**9)  # noqa: E731
-    return StreamClient(f"127.0.0.1:{port}", register, outbox, metrics, on_acked=sequencer.at_least,
-                        batch_max=50, backoff=Backoff(0.02, 0.2))
+    return StreamClient(f"127.0.0.1:{port}", register, spool, metrics, batch_max=50, backoff=Backoff(0.02, 0.2))
 
 
 @pytest.mark.slow
-def test_every_window_arrives_exactly_once_across_a_server_restart():
+def test_every_window_arrives_exactly_once_across_a_server_restart(tmp_path):
     receiver, metrics = LoopbackReceiver(), AgentMetrics()
     server, port = serve(receiver)
-    outbox = Outbox(10_000, metrics)
+    outbox = Spool(tmp_path / "spool.sqlite", 10_000, metrics)
     client = client_for(port, outbox, metrics)
     threading.Thread(target=client.run, daemon=True).start()
     produced = iter(range(1, 601))
 
     def produce(n):
         for _ in range(n // 10):
-            outbox.put(windows([next(produced) for _ in range(10)]))
+            outbox.append(windows([next(produced) for _ in range(10)]), {})
             time.sleep(0.002)
 
     produce(200)
@@ -58,30 +57,33 @@ def test_every_window_arrives_exactly_once_across_a_server_restart():
     assert metrics.buffered._value.get() == 0
 
 
-def test_resend_starts_above_the_schedulers_acked_seq():
+def test_resend_starts_above_the_schedulers_acked_seq_and_numbers_continue_above_it(tmp_path):
     receiver, metrics = LoopbackReceiver(), AgentMetrics()
     receiver.acked = 5  # already counted before this agent restarted
     server, port = serve(receiver)
-    outbox, sequencer = Outbox(100, metrics), Sequencer()
-    outbox.put(windows(range(3, 9)))
-    client = client_for(port, outbox, metrics, sequencer)
+    path = tmp_path / "spool.sqlite"
+    used = Spool(path, 100, metrics)
+    used.resolved(0)                    # a scheduler has answered this spool once: its numbers are its own
+    used.close()
+    outbox = Spool(path, 100, metrics)
+    outbox.append(windows(range(6)), {})   # renumbered by the spool: 1..6
+    outbox.resolved(3)                     # a Register before the crash had counted 1..3
+    assert [w.seq for w in outbox.offer(0, 100, 0)] == [4, 5, 6]
+    client = client_for(port, outbox, metrics)
     threading.Thread(target=client.run, daemon=True).start()
-    assert receiver.wait_for(8, 10)
+    assert receiver.wait_for(6, 10)
     client.close()
     server.stop(0)
-    assert sorted(receiver.counted) == [6, 7, 8] and receiver.duplicates == 0
-    assert sequencer.next() > 5  # Register said 5 was counted: never reuse it
+    assert sorted(receiver.counted) == [6] and receiver.duplicates == 0
+    assert outbox.append(windows([0]), {})[0].seq == 7   # Register said 5 was counted: never reuse it
 
 
-def test_buffer_is_bounded_drops_oldest_and_counts_them(caplog):
-    metrics = AgentMetrics()
-    outbox = Outbox(5, metrics)
-    outbox.put(windows(range(1, 9)))
-    assert [w.seq for w in outbox.after(0, 100, 0)] == [4, 5, 6, 7, 8]
-    assert metrics.dropped._value.get() == 3 and metrics.buffered._value.get() == 5
-    assert "dropped the 3 oldest, seq 1..3" in caplog.text
-    outbox.ack(6)
-    assert [w.seq for w in outbox.after(0, 100, 0)] == [7, 8]
+def test_a_fresh_spool_renumbers_above_what_the_scheduler_counted(tmp_path):
+    spool = Spool(tmp_path / "spool.sqlite", 100, AgentMetrics())   # state_dir lost: numbers restart at 1
+    spool.append(windows(range(3)), {})
+    spool.resolved(40)
+    assert [w.seq for w in spool.offer(0, 100, 0)] == [41, 42, 43]
+    assert spool.append(windows([0]), {})[0].seq == 44
 
 
 def test_backoff_grows_with_jitter_up_to_the_cap_and_resets():
@@ -92,13 +94,6 @@ def test_backoff_grows_with_jitter_up_to_the_cap_and_resets():
         assert ceiling / 2 <= d <= ceiling
     backoff.reset()
     assert backoff.next() <= 0.5
-
-
-def test_sequencer_resumes_above_its_reserved_block(tmp_path):
-    state = tmp_path / "seq"
-    first = Sequencer(state, block=10)
-    assert [first.next() for _ in range(3)] == [1, 2, 3]
-    assert Sequencer(state, block=10).next() == 11  # a restart never repeats a seq
 
 
 def test_pool_agent_streams_a_replay_to_the_scheduler(tmp_path, in_process):
@@ -117,4 +112,4 @@ def test_pool_agent_streams_a_replay_to_the_scheduler(tmp_path, in_process):
     assert len(receiver.counted) == 80 and receiver.duplicates == 0
     first = receiver.counted[min(receiver.counted)]
     assert first.HasField("uj") and sum(s.uj for s in first.shares) == first.uj
-    assert (tmp_path / "seq").read_text().strip().isdigit()
+    assert Spool(tmp_path / "spool.sqlite", 10, AgentMetrics()).last_readings()   # the counter, for a restart

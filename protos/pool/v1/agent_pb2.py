@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from protos.pool.v1 import types_pb2 as protos_dot_pool_dot_v1_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1aprotos/pool/v1/agent.proto\x12\x07pool.v1\x1a\x1aprotos/pool/v1/types.proto\"\x98\x01\n\x0fRegisterRequest\x12\x0f\n\x07host_id\x18\x01 \x01(\t\x12#\n\x08\x63\x61pacity\x18\x02 \x01(\x0b\x32\x11.pool.v1.Capacity\x12%\n\x07\x64\x65vices\x18\x03 \x03(\x0b\x32\x14.pool.v1.DeviceMeter\x12\x15\n\ragent_version\x18\x04 \x01(\t\x12\x11\n\twindow_ns\x18\x05 \x01(\x04\"J\n\x10RegisterResponse\x12\x11\n\tacked_seq\x18\x01 \x01(\x04\x12#\n\x08\x63\x61pacity\x18\x02 \x01(\x0b\x32\x11.pool.v1.Capacity\"\xde\x01\n\x06Window\x12\x11\n\tdevice_id\x18\x01 \x01(\t\x12\x0b\n\x03seq\x18\x02 \x01(\x04\x12\x10\n\x08start_ns\x18\x03 \x01(\x04\x12\x0e\n\x06\x65nd_ns\x18\x04 \x01(\x04\x12\x0f\n\x02uj\x18\x05 \x01(\x04H\x00\x88\x01\x01\x12\x1d\n\x05grade\x18\x06 \x01(\x0e\x32\x0e.pool.v1.Grade\x12\x14\n\x07mean_uw\x18\x07 \x01(\x04H\x01\x88\x01\x01\x12\x1e\n\x06shares\x18\x08 \x03(\x0b\x32\x0e.pool.v1.Share\x12\x19\n\x11occupancy_version\x18\t \x01(\x04\x42\x05\n\x03_ujB\n\n\x08_mean_uw\"\x18\n\x05Hello\x12\x0f\n\x07host_id\x18\x01 \x01(\t\"/\n\x0bWindowBatch\x12 \n\x07windows\x18\x01 \x03(\x0b\x32\x0f.pool.v1.Window\"^\n\x0c\x41gentMessage\x12\x1f\n\x05hello\x18\x01 \x01(\x0b\x32\x0e.pool.v1.HelloH\x00\x12%\n\x05\x62\x61tch\x18\x02 \x01(\x0b\x32\x14.pool.v1.WindowBatchH\x00\x42\x06\n\x04\x62ody\"\xa4\x01\n\x0f\x44\x65viceOccupancy\x12\x11\n\tdevice_id\x18\x01 \x01(\t\x12\x10\n\x08\x63\x61pacity\x18\x02 \x01(\x04\x12:\n\toccupants\x18\x03 \x03(\x0b\x32\'.pool.v1.DeviceOccupancy.OccupantsEntry\x1a\x30\n\x0eOccupantsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\"G\n\tOccupancy\x12\x0f\n\x07version\x18\x01 \x01(\x04\x12)\n\x07\x64\x65vices\x18\x02 \x03(\x0b\x32\x18.pool.v1.DeviceOccupancy\"\x18\n\x03\x41\x63k\x12\x11\n\tacked_seq\x18\x01 \x01(\x04\"`\n\x10SchedulerMessage\x12\x1b\n\x03\x61\x63k\x18\x01 \x01(\x0b\x32\x0c.pool.v1.AckH\x00\x12\'\n\toccupancy\x18\x02 \x01(\x0b\x32\x12.pool.v1.OccupancyH\x00\x42\x06\n\x04\x62ody2\x8f\x01\n\x0c\x41gentService\x12?\n\x08Register\x12\x18.pool.v1.RegisterRequest\x1a\x19.pool.v1.RegisterResponse\x12>\n\x06Stream\x12\x15.pool.v1.AgentMessage\x1a\x19.pool.v1.SchedulerMessage(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1aprotos/pool/v1/agent.proto\x12\x07pool.v1\x1a\x1aprotos/pool/v1/types.proto\"\x98\x01\n\x0fRegisterRequest\x12\x0f\n\x07host_id\x18\x01 \x01(\t\x12#\n\x08\x63\x61pacity\x18\x02 \x01(\x0b\x32\x11.pool.v1.Capacity\x12%\n\x07\x64\x65vices\x18\x03 \x03(\x0b\x32\x14.pool.v1.DeviceMeter\x12\x15\n\ragent_version\x18\x04 \x01(\t\x12\x11\n\twindow_ns\x18\x05 \x01(\x04\"J\n\x10RegisterResponse\x12\x11\n\tacked_seq\x18\x01 \x01(\x04\x12#\n\x08\x63\x61pacity\x18\x02 \x01(\x0b\x32\x11.pool.v1.Capacity\"\x9e\x02\n\x06Window\x12\x11\n\tdevice_id\x18\x01 \x01(\t\x12\x0b\n\x03seq\x18\x02 \x01(\x04\x12\x10\n\x08start_ns\x18\x03 \x01(\x04\x12\x0e\n\x06\x65nd_ns\x18\x04 \x01(\x04\x12\x0f\n\x02uj\x18\x05 \x01(\x04H\x00\x88\x01\x01\x12\x1d\n\x05grade\x18\x06 \x01(\x0e\x32\x0e.pool.v1.Grade\x12\x14\n\x07mean_uw\x18\x07 \x01(\x04H\x01\x88\x01\x01\x12\x1e\n\x06shares\x18\x08 \x03(\x0b\x32\x0e.pool.v1.Share\x12\x19\n\x11occupancy_version\x18\t \x01(\x04\x12\'\n\ngap_reason\x18\xaa\x01 \x01(\x0e\x32\x12.pool.v1.GapReason\x12\x15\n\x0clost_windows\x18\xab\x01 \x01(\rB\x05\n\x03_ujB\n\n\x08_mean_uw\"\x18\n\x05Hello\x12\x0f\n\x07host_id\x18\x01 \x01(\t\"/\n\x0bWindowBatch\x12 \n\x07windows\x18\x01 \x03(\x0b\x32\x0f.pool.v1.Window\"^\n\x0c\x41gentMessage\x12\x1f\n\x05hello\x18\x01 \x01(\x0b\x32\x0e.pool.v1.HelloH\x00\x12%\n\x05\x62\x61tch\x18\x02 \x01(\x0b\x32\x14.pool.v1.WindowBatchH\x00\x42\x06\n\x04\x62ody\"\xa4\x01\n\x0f\x44\x65viceOccupancy\x12\x11\n\tdevice_id\x18\x01 \x01(\t\x12\x10\n\x08\x63\x61pacity\x18\x02 \x01(\x04\x12:\n\toccupants\x18\x03 \x03(\x0b\x32\'.pool.v1.DeviceOccupancy.OccupantsEntry\x1a\x30\n\x0eOccupantsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\"G\n\tOccupancy\x12\x0f\n\x07version\x18\x01 \x01(\x04\x12)\n\x07\x64\x65vices\x18\x02 \x03(\x0b\x32\x18.pool.v1.DeviceOccupancy\"\x18\n\x03\x41\x63k\x12\x11\n\tacked_seq\x18\x01 \x01(\x04\"`\n\x10SchedulerMessage\x12\x1b\n\x03\x61\x63k\x18\x01 \x01(\x0b\x32\x0c.pool.v1.AckH\x00\x12\'\n\toccupancy\x18\x02 \x01(\x0b\x32\x12.pool.v1.OccupancyH\x00\x42\x06\n\x04\x62ody2\x8f\x01\n\x0c\x41gentService\x12?\n\x08Register\x12\x18.pool.v1.RegisterRequest\x1a\x19.pool.v1.RegisterResponse\x12>\n\x06Stream\x12\x15.pool.v1.AgentMessage\x1a\x19.pool.v1.SchedulerMessage(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -39,23 +39,23 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_REGISTERRESPONSE']._serialized_start=222
   _globals['_REGISTERRESPONSE']._serialized_end=296
   _globals['_WINDOW']._serialized_start=299
-  _globals['_WINDOW']._serialized_end=521
-  _globals['_HELLO']._serialized_start=523
-  _globals['_HELLO']._serialized_end=547
-  _globals['_WINDOWBATCH']._serialized_start=549
-  _globals['_WINDOWBATCH']._serialized_end=596
-  _globals['_AGENTMESSAGE']._serialized_start=598
-  _globals['_AGENTMESSAGE']._serialized_end=692
-  _globals['_DEVICEOCCUPANCY']._serialized_start=695
-  _globals['_DEVICEOCCUPANCY']._serialized_end=859
-  _globals['_DEVICEOCCUPANCY_OCCUPANTSENTRY']._serialized_start=811
-  _globals['_DEVICEOCCUPANCY_OCCUPANTSENTRY']._serialized_end=859
-  _globals['_OCCUPANCY']._serialized_start=861
-  _globals['_OCCUPANCY']._serialized_end=932
-  _globals['_ACK']._serialized_start=934
-  _globals['_ACK']._serialized_end=958
-  _globals['_SCHEDULERMESSAGE']._serialized_start=960
-  _globals['_SCHEDULERMESSAGE']._serialized_end=1056
-  _globals['_AGENTSERVICE']._serialized_start=1059
-  _globals['_AGENTSERVICE']._serialized_end=1202
+  _globals['_WINDOW']._serialized_end=585
+  _globals['_HELLO']._serialized_start=587
+  _globals['_HELLO']._serialized_end=611
+  _globals['_WINDOWBATCH']._serialized_start=613
+  _globals['_WINDOWBATCH']._serialized_end=660
+  _globals['_AGENTMESSAGE']._serialized_start=662
+  _globals['_AGENTMESSAGE']._serialized_end=756
+  _globals['_DEVICEOCCUPANCY']._serialized_start=759
+  _globals['_DEVICEOCCUPANCY']._serialized_end=923
+  _globals['_DEVICEOCCUPANCY_OCCUPANTSENTRY']._serialized_start=875
+  _globals['_DEVICEOCCUPANCY_OCCUPANTSENTRY']._serialized_end=923
+  _globals['_OCCUPANCY']._serialized_start=925
+  _globals['_OCCUPANCY']._serialized_end=996
+  _globals['_ACK']._serialized_start=998
+  _globals['_ACK']._serialized_end=1022
+  _globals['_SCHEDULERMESSAGE']._serialized_start=1024
+  _globals['_SCHEDULERMESSAGE']._serialized_end=1120
+  _globals['_AGENTSERVICE']._serialized_start=1123
+  _globals['_AGENTSERVICE']._serialized_end=1266
 # @@protoc_insertion_point(module_scope)

@@ -30,7 +30,7 @@ class RegisterResponse(_message.Message):
     def __init__(self, acked_seq: _Optional[int] = ..., capacity: _Optional[_Union[_types_pb2.Capacity, _Mapping]] = ...) -> None: ...
 
 class Window(_message.Message):
-    __slots__ = ("device_id", "seq", "start_ns", "end_ns", "uj", "grade", "mean_uw", "shares", "occupancy_version")
+    __slots__ = ("device_id", "seq", "start_ns", "end_ns", "uj", "grade", "mean_uw", "shares", "occupancy_version", "gap_reason", "lost_windows")
     DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
     START_NS_FIELD_NUMBER: _ClassVar[int]
@@ -40,6 +40,8 @@ class Window(_message.Message):
     MEAN_UW_FIELD_NUMBER: _ClassVar[int]
     SHARES_FIELD_NUMBER: _ClassVar[int]
     OCCUPANCY_VERSION_FIELD_NUMBER: _ClassVar[int]
+    GAP_REASON_FIELD_NUMBER: _ClassVar[int]
+    LOST_WINDOWS_FIELD_NUMBER: _ClassVar[int]
     device_id: str
     seq: int
     start_ns: int
@@ -49,7 +51,9 @@ class Window(_message.Message):
     mean_uw: int
     shares: _containers.RepeatedCompositeFieldContainer[_types_pb2.Share]
     occupancy_version: int
-    def __init__(self, device_id: _Optional[str] = ..., seq: _Optional[int] = ..., start_ns: _Optional[int] = ..., end_ns: _Optional[int] = ..., uj: _Optional[int] = ..., grade: _Optional[_Union[_types_pb2.Grade, str]] = ..., mean_uw: _Optional[int] = ..., shares: _Optional[_Iterable[_Union[_types_pb2.Share, _Mapping]]] = ..., occupancy_version: _Optional[int] = ...) -> None: ...
+    gap_reason: _types_pb2.GapReason
+    lost_windows: int
+    def __init__(self, device_id: _Optional[str] = ..., seq: _Optional[int] = ..., start_ns: _Optional[int] = ..., end_ns: _Optional[int] = ..., uj: _Optional[int] = ..., grade: _Optional[_Union[_types_pb2.Grade, str]] = ..., mean_uw: _Optional[int] = ..., shares: _Optional[_Iterable[_Union[_types_pb2.Share, _Mapping]]] = ..., occupancy_version: _Optional[int] = ..., gap_reason: _Optional[_Union[_types_pb2.GapReason, str]] = ..., lost_windows: _Optional[int] = ...) -> None: ...
 
 class Hello(_message.Message):
     __slots__ = ("host_id",)

@@ -219,22 +219,60 @@ class SplitRow(_message.Message):
     def __init__(self, tenant: _Optional[str] = ..., claim_id: _Optional[str] = ..., worker: _Optional[str] = ..., device_id: _Optional[str] = ..., start_ns: _Optional[int] = ..., end_ns: _Optional[int] = ..., uj: _Optional[int] = ..., grade: _Optional[_Union[_types_pb2.Grade, str]] = ...) -> None: ...
 
 class TenantTotal(_message.Message):
-    __slots__ = ("tenant", "uj", "grade")
+    __slots__ = ("tenant", "uj", "grade", "unaccounted_ns")
     TENANT_FIELD_NUMBER: _ClassVar[int]
     UJ_FIELD_NUMBER: _ClassVar[int]
     GRADE_FIELD_NUMBER: _ClassVar[int]
+    UNACCOUNTED_NS_FIELD_NUMBER: _ClassVar[int]
     tenant: str
     uj: int
     grade: _types_pb2.Grade
-    def __init__(self, tenant: _Optional[str] = ..., uj: _Optional[int] = ..., grade: _Optional[_Union[_types_pb2.Grade, str]] = ...) -> None: ...
+    unaccounted_ns: int
+    def __init__(self, tenant: _Optional[str] = ..., uj: _Optional[int] = ..., grade: _Optional[_Union[_types_pb2.Grade, str]] = ..., unaccounted_ns: _Optional[int] = ...) -> None: ...
+
+class DeviceTotal(_message.Message):
+    __slots__ = ("worker", "device_id", "uj", "grade", "unaccounted_ns", "lost_windows")
+    WORKER_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
+    UJ_FIELD_NUMBER: _ClassVar[int]
+    GRADE_FIELD_NUMBER: _ClassVar[int]
+    UNACCOUNTED_NS_FIELD_NUMBER: _ClassVar[int]
+    LOST_WINDOWS_FIELD_NUMBER: _ClassVar[int]
+    worker: str
+    device_id: str
+    uj: int
+    grade: _types_pb2.Grade
+    unaccounted_ns: int
+    lost_windows: int
+    def __init__(self, worker: _Optional[str] = ..., device_id: _Optional[str] = ..., uj: _Optional[int] = ..., grade: _Optional[_Union[_types_pb2.Grade, str]] = ..., unaccounted_ns: _Optional[int] = ..., lost_windows: _Optional[int] = ...) -> None: ...
+
+class Gap(_message.Message):
+    __slots__ = ("worker", "device_id", "start_ns", "end_ns", "reason", "lost_windows")
+    WORKER_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
+    START_NS_FIELD_NUMBER: _ClassVar[int]
+    END_NS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    LOST_WINDOWS_FIELD_NUMBER: _ClassVar[int]
+    worker: str
+    device_id: str
+    start_ns: int
+    end_ns: int
+    reason: _types_pb2.GapReason
+    lost_windows: int
+    def __init__(self, worker: _Optional[str] = ..., device_id: _Optional[str] = ..., start_ns: _Optional[int] = ..., end_ns: _Optional[int] = ..., reason: _Optional[_Union[_types_pb2.GapReason, str]] = ..., lost_windows: _Optional[int] = ...) -> None: ...
 
 class SplitsResponse(_message.Message):
-    __slots__ = ("rows", "totals")
+    __slots__ = ("rows", "totals", "devices", "gaps")
     ROWS_FIELD_NUMBER: _ClassVar[int]
     TOTALS_FIELD_NUMBER: _ClassVar[int]
+    DEVICES_FIELD_NUMBER: _ClassVar[int]
+    GAPS_FIELD_NUMBER: _ClassVar[int]
     rows: _containers.RepeatedCompositeFieldContainer[SplitRow]
     totals: _containers.RepeatedCompositeFieldContainer[TenantTotal]
-    def __init__(self, rows: _Optional[_Iterable[_Union[SplitRow, _Mapping]]] = ..., totals: _Optional[_Iterable[_Union[TenantTotal, _Mapping]]] = ...) -> None: ...
+    devices: _containers.RepeatedCompositeFieldContainer[DeviceTotal]
+    gaps: _containers.RepeatedCompositeFieldContainer[Gap]
+    def __init__(self, rows: _Optional[_Iterable[_Union[SplitRow, _Mapping]]] = ..., totals: _Optional[_Iterable[_Union[TenantTotal, _Mapping]]] = ..., devices: _Optional[_Iterable[_Union[DeviceTotal, _Mapping]]] = ..., gaps: _Optional[_Iterable[_Union[Gap, _Mapping]]] = ...) -> None: ...
 
 class PreemptionOrderRequest(_message.Message):
     __slots__ = ("for_claim_id",)

@@ -90,6 +90,14 @@ class MeterKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     RAPL: _ClassVar[MeterKind]
     REPLAY: _ClassVar[MeterKind]
     ESTIMATOR: _ClassVar[MeterKind]
+
+class GapReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    GAP_REASON_UNSPECIFIED: _ClassVar[GapReason]
+    GAP_AGENT_DOWN: _ClassVar[GapReason]
+    GAP_COUNTER_RESET: _ClassVar[GapReason]
+    GAP_METER_ERROR: _ClassVar[GapReason]
+    GAP_SPOOL_OVERFLOW: _ClassVar[GapReason]
 GRADE_UNSPECIFIED: Grade
 GRADE_HW_SHUNT: Grade
 GRADE_MODEL_BASED: Grade
@@ -150,6 +158,11 @@ NVML_POWER: MeterKind
 RAPL: MeterKind
 REPLAY: MeterKind
 ESTIMATOR: MeterKind
+GAP_REASON_UNSPECIFIED: GapReason
+GAP_AGENT_DOWN: GapReason
+GAP_COUNTER_RESET: GapReason
+GAP_METER_ERROR: GapReason
+GAP_SPOOL_OVERFLOW: GapReason
 
 class Resources(_message.Message):
     __slots__ = ("cpu_millis", "memory_mb", "disk_mb", "gpu_mdev", "gpu_types")

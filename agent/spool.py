@@ -1,0 +1,275 @@
+"""The durable spool: every window is written here before the stream may
+offer it, and removed only once the scheduler has acknowledged it, so a crash,
+a restart or a scheduler outage loses nothing the agent measured.
+
+One SQLite file (`state_dir/spool.sqlite`, WAL, synchronous=FULL) holds, in
+one transaction per window boundary:
+
+- the windows not yet acknowledged, each as the `pool.v1.Window` it is sent as;
+- each device's last boundary reading (`agent.counters.Last`), so a restarted
+  agent continues every device from exactly where its last window ended;
+- the highest window seq handed out: the spool numbers the windows it takes,
+  so numbers survive restarts and never repeat.
+
+The spool is bounded (`spool.max_windows`). When it is full, the oldest
+windows of each device are merged into one gap record (`GAP_SPOOL_OVERFLOW`)
+spanning exactly what was merged and saying how many measured windows it
+replaced: counted in pool_agent_windows_lost_total and
+pool_agent_unaccounted_seconds_total, and logged once per episode. A window
+that may have been offered to the scheduler and not yet answered for is
+never merged (the scheduler may be counting it); at most `in_flight` windows
+are offered at a time, so that part is small.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from agent.counters import Last
+from agent.metrics import AgentMetrics
+from agent.windows import Window
+from protos.energy import NS_PER_S, GapReason, Grade, worst
+from protos.pool.v1 import agent_pb2
+
+log = logging.getLogger(__name__)
+FILE = "spool.sqlite"
+IN_FLIGHT = 5_000   # windows offered to the scheduler and not yet acknowledged, at most
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS windows (
+  seq      INTEGER PRIMARY KEY,
+  device   TEXT NOT NULL,
+  start_ns INTEGER NOT NULL,
+  end_ns   INTEGER NOT NULL,
+  uj       INTEGER,                -- NULL: a gap
+  lost     INTEGER NOT NULL,       -- measured windows merged into this gap
+  body     BLOB NOT NULL           -- the pool.v1.Window, as sent
+);
+CREATE TABLE IF NOT EXISTS devices (
+  device   TEXT PRIMARY KEY,
+  t_ns     INTEGER NOT NULL,       -- monotonic, on the boot `identity` names
+  unix_ns  INTEGER NOT NULL,
+  counters TEXT,                   -- JSON list of µJ; NULL when that read failed
+  identity TEXT                    -- the counter epoch; NULL: never carries over
+);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+"""
+
+
+class SpoolError(Exception):
+    """The spool cannot be opened or written; the message names the file."""
+
+
+class Spool:
+    def __init__(self, path: Path, max_windows: int, metrics: AgentMetrics, in_flight: int = IN_FLIGHT):
+        self.path, self._max, self._metrics, self._in_flight = path, max_windows, metrics, in_flight
+        self._cond = threading.Condition(threading.RLock())
+        try:
+            fresh = not path.exists()
+            self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.executescript(SCHEMA)
+            if fresh:   # numbers from a fresh spool are provisional until the scheduler says where it is
+                self._db.execute("INSERT OR IGNORE INTO meta VALUES ('based', 0)")
+            self._seq = self._meta("seq")
+            self._count = self._db.execute("SELECT COUNT(*) FROM windows").fetchone()[0]
+        except sqlite3.Error as exc:
+            raise SpoolError(f"spool {path}: {exc}") from None
+        self.acked = 0
+        self._offered = 0      # the highest seq a stream may have handed to the scheduler, unanswered
+        self._episode: list[int] | None = None   # overflow: [windows, µJ, ns] lost so far
+        self._gauges()
+
+    def _meta(self, key: str, default: int = 0) -> int:
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return default if row is None else row[0]
+
+    def __len__(self) -> int:
+        return self._count
+
+    # -- the sampler's side ------------------------------------------------
+
+    def last_readings(self) -> dict[str, Last]:
+        with self._cond:
+            rows = self._db.execute("SELECT device, t_ns, unix_ns, counters, identity FROM devices").fetchall()
+        return {d: Last(t, u, None if c is None else tuple(json.loads(c)), i) for d, t, u, c, i in rows}
+
+    def append(self, windows: list[Window], lasts: dict[str, Last]) -> list[agent_pb2.Window]:
+        """Number and store a boundary's windows with the readings they end
+        at, in one transaction; the windows as stored."""
+        with self._cond:
+            stored = []
+            for w in windows:
+                self._seq += 1
+                msg = w.as_proto()
+                msg.seq = self._seq
+                stored.append(msg)
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                self._db.executemany("INSERT INTO windows VALUES (?, ?, ?, ?, ?, ?, ?)", [
+                    (m.seq, m.device_id, m.start_ns, m.end_ns, m.uj if m.HasField("uj") else None, m.lost_windows,
+                     m.SerializeToString()) for m in stored])
+                self._db.executemany("INSERT OR REPLACE INTO devices VALUES (?, ?, ?, ?, ?)", [
+                    (d, last.t_ns, last.unix_ns, None if last.counters_uj is None else json.dumps(last.counters_uj),
+                     last.identity) for d, last in lasts.items()])
+                self._db.execute("INSERT OR REPLACE INTO meta VALUES ('seq', ?)", (self._seq,))
+                self._count += len(stored)
+                merged = self._merge_oldest(self._count - self._max) if self._count > self._max else None
+                self._db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                self._rollback()
+                raise SpoolError(f"spool {self.path}: {exc}") from None
+            if merged is None and self._episode is not None:
+                self._end_episode()
+            self._gauges()
+            self._cond.notify_all()
+            return stored
+
+    def _merge_oldest(self, excess: int) -> int:
+        """Merge the oldest windows not offered into one gap per device until
+        `excess` rows are gone (or nothing more may be merged); rows removed."""
+        by_device: dict[str, list[tuple]] = {}
+        removed = 0
+        oldest = self._db.execute("SELECT seq, device, start_ns, end_ns, uj, lost, body FROM windows "
+                                  "WHERE seq > ? ORDER BY seq", (self._offered,))
+        for row in oldest:
+            rows = by_device.setdefault(row[1], [])
+            rows.append(row)
+            removed += len(rows) > 1
+            if removed >= excess:
+                break
+        oldest.close()
+        for device, rows in by_device.items():
+            if len(rows) > 1:
+                self._merge(device, rows)
+        self._count -= removed
+        return removed
+
+    def _merge(self, device: str, rows: list[tuple]) -> None:
+        measured = [r for r in rows if r[4] is not None]
+        lost = len(measured) + sum(r[5] for r in rows if r[4] is None)
+        grade = worst(Grade(agent_pb2.Window.FromString(r[6]).grade) for r in rows)
+        gap = agent_pb2.Window(device_id=device, seq=rows[-1][0], start_ns=rows[0][2], end_ns=rows[-1][3],
+                               grade=int(grade), gap_reason=GapReason.SpoolOverflow, lost_windows=lost)
+        self._db.executemany("DELETE FROM windows WHERE seq = ?", [(r[0],) for r in rows])
+        self._db.execute("INSERT INTO windows VALUES (?, ?, ?, ?, NULL, ?, ?)",
+                         (gap.seq, device, gap.start_ns, gap.end_ns, lost, gap.SerializeToString()))
+        uj, ns = sum(r[4] for r in measured), sum(r[3] - r[2] for r in measured)
+        self._metrics.lost(device, len(measured), ns)
+        if self._episode is None:
+            self._episode = [0, 0, 0]
+            log.warning("spool full (%d windows): merging the oldest into gap records until the scheduler "
+                        "catches up", self._max)
+        self._episode[0] += len(measured)
+        self._episode[1] += uj
+        self._episode[2] += ns
+
+    def _end_episode(self) -> None:
+        windows, uj, ns = self._episode
+        self._episode = None
+        log.warning("spool overflow over: %d measured windows merged into gap records, %d µJ over %.3f s "
+                    "never reach the scheduler as figures", windows, uj, ns / NS_PER_S)
+
+    # -- the stream's side -------------------------------------------------
+
+    def offer(self, after: int, limit: int, timeout_s: float) -> list[agent_pb2.Window]:
+        """Up to `limit` windows above `after`, waiting up to `timeout_s` for
+        one; none while `in_flight` windows already wait for their ack."""
+        with self._cond:
+            rows = self._offerable(after, limit)
+            if not rows:
+                self._cond.wait(timeout_s)
+                rows = self._offerable(after, limit)
+            if rows:
+                self._offered = max(self._offered, rows[-1][0])
+            return [agent_pb2.Window.FromString(body) for _, body in rows]
+
+    def _offerable(self, after: int, limit: int) -> list[tuple[int, bytes]]:
+        unanswered = self._db.execute("SELECT COUNT(*) FROM windows WHERE seq > ? AND seq <= ?",
+                                      (self.acked, self._offered)).fetchone()[0]
+        room = min(limit, self._in_flight - unanswered)
+        if room <= 0:
+            return []
+        return self._db.execute("SELECT seq, body FROM windows WHERE seq > ? ORDER BY seq LIMIT ?",
+                                (after, room)).fetchall()
+
+    def ack(self, seq: int) -> None:
+        """The scheduler has counted every window up to `seq`: forget them."""
+        with self._cond:
+            if seq <= self.acked:
+                return
+            self.acked = seq
+            self._delete_through(seq)
+            self._cond.notify_all()
+
+    def resolved(self, acked: int) -> None:
+        """Register answered: the scheduler has counted up to `acked` and
+        nothing offered before is in flight any more. A fresh spool (state
+        lost) renumbers its windows above `acked`, which it never sent."""
+        with self._cond:
+            if not self._meta("based", 1):
+                self._rebase(acked)
+            if self._seq < acked:
+                self._seq = acked
+                self._db.execute("INSERT OR REPLACE INTO meta VALUES ('seq', ?)", (acked,))
+            self._offered = self.acked = max(self.acked, acked)
+            self._delete_through(self.acked)
+            self._cond.notify_all()
+
+    def _rebase(self, acked: int) -> None:
+        rows = self._db.execute("SELECT seq, body FROM windows ORDER BY seq").fetchall()
+        shift = acked if rows and rows[0][0] <= acked else 0
+        self._db.execute("BEGIN IMMEDIATE")
+        if shift:
+            self._db.execute("DELETE FROM windows")
+            for seq, body in rows:
+                msg = agent_pb2.Window.FromString(body)
+                msg.seq = seq + shift
+                self._db.execute("INSERT INTO windows VALUES (?, ?, ?, ?, ?, ?, ?)",
+                                 (msg.seq, msg.device_id, msg.start_ns, msg.end_ns,
+                                  msg.uj if msg.HasField("uj") else None, msg.lost_windows, msg.SerializeToString()))
+            self._seq += shift
+            self._db.execute("INSERT OR REPLACE INTO meta VALUES ('seq', ?)", (self._seq,))
+            log.warning("fresh spool: renumbered %d windows above seq %d, which the scheduler has counted",
+                        len(rows), acked)
+        self._db.execute("INSERT OR REPLACE INTO meta VALUES ('based', 1)")
+        self._db.execute("COMMIT")
+
+    def _delete_through(self, seq: int) -> None:
+        try:
+            gone = self._db.execute("DELETE FROM windows WHERE seq <= ?", (seq,)).rowcount
+        except sqlite3.Error as exc:
+            raise SpoolError(f"spool {self.path}: {exc}") from None
+        self._count -= gone
+        self._gauges()
+
+    def unacknowledged(self) -> Iterable[agent_pb2.Window]:
+        with self._cond:
+            rows = self._db.execute("SELECT body FROM windows ORDER BY seq").fetchall()
+        return [agent_pb2.Window.FromString(b) for (b,) in rows]
+
+    def close(self) -> None:
+        with self._cond:
+            if self._episode is not None:
+                self._end_episode()
+            self._db.close()
+
+    def _rollback(self) -> None:
+        try:
+            self._db.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
+        self._seq = self._meta("seq")
+        self._count = self._db.execute("SELECT COUNT(*) FROM windows").fetchone()[0]
+
+    def _gauges(self) -> None:
+        self._metrics.buffered.set(self._count)
+        oldest = self._db.execute("SELECT end_ns FROM windows ORDER BY seq LIMIT 1").fetchone()
+        self._metrics.window_lag.set(0 if oldest is None else max(0, time.time_ns() - oldest[0]) / NS_PER_S)
