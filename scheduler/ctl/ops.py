@@ -103,17 +103,32 @@ def tenant_label(tenant: str) -> str:
     return tenant or "(unallocated)"
 
 
+def unaccounted_s(ns: int) -> str:
+    """Device time with no figure, in seconds (display only)."""
+    return f"{ns / 1e9:.3f} s"
+
+
 def render_split_totals(totals: list[dict]) -> str:
-    return table(("tenant", "energy", "µJ", "grade"),
-                 [(tenant_label(t["tenant"]), format_uj(t["uj"]), t["uj"], t["grade"]) for t in totals])
+    return table(("tenant", "energy", "µJ", "grade", "unaccounted"),
+                 [(tenant_label(t["tenant"]), format_uj(t["uj"]), t["uj"], t["grade"],
+                   unaccounted_s(t["unaccounted_ns"])) for t in totals])
 
 
 def render_splits(doc: dict) -> str:
     totals = render_split_totals(doc["totals"])
+    devices = table(("worker", "device", "energy", "µJ", "grade", "unaccounted", "lost windows"),
+                    [(d["worker"], d["device_id"], format_uj(d["uj"]), d["uj"], d["grade"],
+                      unaccounted_s(d["unaccounted_ns"]), d["lost_windows"]) for d in doc["devices"]])
     rows = table(("tenant", "claim", "worker", "device", "start_ns", "end_ns", "µJ", "grade"),
                  [(tenant_label(r["tenant"]), r["claim_id"], r["worker"], r["device_id"], r["start_ns"], r["end_ns"], r["uj"],
                    r["grade"]) for r in doc["rows"]])
-    return f"{totals}\n\n{rows}"
+    parts = [totals, devices, rows]
+    if doc["gaps"]:
+        parts.append(table(("worker", "device", "start_ns", "end_ns", "unaccounted", "gap", "lost windows"),
+                           [(g["worker"], g["device_id"], g["start_ns"], g["end_ns"],
+                             unaccounted_s(g["end_ns"] - g["start_ns"]), g["reason"], g["lost_windows"])
+                            for g in doc["gaps"]]))
+    return "\n\n".join(parts)
 
 
 def _preemption(args: Any) -> int:

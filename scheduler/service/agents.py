@@ -214,6 +214,8 @@ def _rules(w: Windows, known: set[str]) -> list[tuple[Callable[[int], str], Iter
         (lambda i: "the window and each of its shares need a grade", _ungraded(w)),
         (lambda i: "a window with no figure has no shares",
          (u is None and n for u, n in zip(w.uj, w.shares)) if None in w.uj else ()),
+        (lambda i: "a window with a figure has no gap reason",
+         (u is not None and g is not None for u, g in zip(w.uj, w.gap)) if w.gap is not None else ()),
         (lambda i: f"shares sum to {sums[i]}, not {w.uj[i]}",
          (n and u is not None and s != u for n, u, s in zip(w.shares, w.uj, sums)) if sums != w.uj else ()),
     ]

@@ -6,12 +6,12 @@ from __future__ import annotations
 from itertools import chain
 from operator import attrgetter
 
-from protos.energy import Grade
+from protos.energy import GapReason, Grade
 from protos.pool.v1 import agent_pb2, claims_pb2, ops_pb2, types_pb2
 from scheduler.kernel import (Claim, ClaimSpec, ClaimVerdict, Device, Estimate, Explanation, Placement,
                               PreemptionPlan, Resources, TenantView, Worker, WorkerView)
 from scheduler.service.config import WorkerOverride
-from scheduler.service.observed import SplitRow, Windows
+from scheduler.service.observed import GAP_NAMES, GapRecord, SplitRow, Windows
 
 
 def grade(g: Grade | None) -> int:
@@ -90,9 +90,13 @@ def windows_from(batch: agent_pb2.WindowBatch) -> Windows:
     uj = _column(windows, "uj")
     if 0 in uj:   # an unset figure reads 0: ask only then
         uj = [u if u or w.HasField("uj") else None for u, w in zip(uj, windows)]
+    gap = lost = None
+    reasons = _column(windows, "gap_reason")
+    if None in uj or any(reasons):   # the gap columns exist only in a batch with a gap (or a bad window)
+        gap, lost = list(map(GAP_NAMES.get, reasons)), _column(windows, "lost_windows")
     return Windows(_column(windows, "device_id"), _column(windows, "seq"), _column(windows, "start_ns"),
                    _column(windows, "end_ns"), uj, _grades(windows), list(map(len, shares)),
-                   _column(flat, "occupant"), _column(flat, "uj"), _grades(flat))
+                   _column(flat, "occupant"), _column(flat, "uj"), _grades(flat), gap, lost)
 
 
 def _column(messages: list, field: str) -> list:
@@ -146,6 +150,12 @@ def explanation(e: Explanation) -> ops_pb2.Explanation:
 def split_row(r: SplitRow) -> ops_pb2.SplitRow:
     return ops_pb2.SplitRow(tenant=r.tenant, claim_id=r.claim_id, worker=r.worker, device_id=r.device_id,
                             start_ns=r.start_ns, end_ns=r.end_ns, uj=r.uj, grade=grade(r.grade))
+
+
+def gap(g: GapRecord) -> ops_pb2.Gap:
+    return ops_pb2.Gap(worker=g.worker, device_id=g.device_id, start_ns=g.start_ns, end_ns=g.end_ns,
+                       reason=GapReason[g.reason] if g.reason in GapReason.__members__ else 0,
+                       lost_windows=g.lost_windows)
 
 
 def preemption(plan: PreemptionPlan) -> ops_pb2.PreemptionOrderResponse:

@@ -129,7 +129,8 @@ class Scheduler:
         self.engine.on_event = self.metrics.count
         self.engine.on_refused = lambda code: self.metrics.refusals.labels(code).inc()
         self.engine.listen(lambda change: self.metrics.ledger_length.set(self.engine.writer.steward.length))
-        self.metrics.watch_state(lambda: self.engine.committed.state, lambda: self.engine.committed.pending_reason)
+        self.metrics.watch_state(lambda: self.engine.committed.state, lambda: self.engine.committed.pending_reason,
+                                 lambda: self.engine.observed)
         # a shared ledger: a leader and standbys (service/leader.py); SQLite is always its own leader
         self.leadership = Leadership(config, self.metrics) if config.ledger.store == "postgresql" else None
 

@@ -1,9 +1,10 @@
 """The scheduler's Prometheus metrics. One registry per process, so tests can
 run several schedulers side by side without colliding.
 
-Counters follow committed events. Per-tenant usage and guarantee, and pending
-claims by reason, are read from the state when Prometheus scrapes, so no
-decision pays for them.
+Counters follow committed events. Per-tenant usage and guarantee, pending
+claims by reason, and each host's unaccounted device time and lost windows
+(from the gaps its agent reported) are read from the state when Prometheus
+scrapes, so no decision pays for them.
 """
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ from collections import Counter as Tally
 from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from scheduler.kernel import ClaimAdmitted, ClaimRefused, ClusterState, Event, Reason
 from scheduler.kernel.events import Settled
+from scheduler.service.observed import Observed
 
 
 class SchedulerMetrics:
@@ -48,8 +50,9 @@ class SchedulerMetrics:
             if event.actual_uj > state.claims[event.claim_id].hold_uj:
                 self.overruns.inc()
 
-    def watch_state(self, state: Callable[[], ClusterState], pending: Callable[[], dict[str, Reason]]) -> None:
-        self.registry.register(_StateCollector(state, pending))
+    def watch_state(self, state: Callable[[], ClusterState], pending: Callable[[], dict[str, Reason]],
+                    observed: Callable[[], Observed] | None = None) -> None:
+        self.registry.register(_StateCollector(state, pending, observed))
 
     def serve(self, address: str) -> None:
         host, _, port = address.rpartition(":")
@@ -57,8 +60,9 @@ class SchedulerMetrics:
 
 
 class _StateCollector(Collector):
-    def __init__(self, state: Callable[[], ClusterState], pending: Callable[[], dict[str, Reason]]) -> None:
-        self._state, self._pending = state, pending
+    def __init__(self, state: Callable[[], ClusterState], pending: Callable[[], dict[str, Reason]],
+                 observed: Callable[[], Observed] | None) -> None:
+        self._state, self._pending, self._observed = state, pending, observed
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         state = self._state()
@@ -73,3 +77,19 @@ class _StateCollector(Collector):
         for reason, n in sorted(Tally(r.name for r in self._pending().values()).items()):
             pending.add_metric([reason], n)
         yield from (usage, guarantee, pending)
+        if self._observed is not None:
+            yield from _loss(self._observed())
+
+
+def _loss(observed: Observed) -> Iterator[CounterMetricFamily]:
+    """What each host's agent reported as gaps, since the state was rebuilt."""
+    unaccounted = CounterMetricFamily("pool_host_unaccounted_seconds",
+                                      "Device seconds a host's agent reported as gaps (no figure), by why",
+                                      labels=["host", "reason"])
+    for (host, reason), ns in sorted(observed.unaccounted_ns.items()):
+        unaccounted.add_metric([host, reason], ns / 1e9)
+    lost = CounterMetricFamily("pool_host_windows_lost",
+                               "Measured windows a host's agent merged into spool-overflow gaps", labels=["host"])
+    for host, n in sorted(observed.lost_windows.items()):
+        lost.add_metric([host], n)
+    yield from (unaccounted, lost)

@@ -18,6 +18,17 @@ encoding a batch costs a few list operations rather than a map per window:
 The first seven lists have one entry per window, in increasing seq; "shares"
 is how many shares each window has, and those shares follow one another, in
 window order, in the three share lists.
+
+A batch with a gap in it (a window with no figure) also has two more
+per-window columns, absent otherwise (and in bodies written before them):
+
+     "gap": [GapReason name | null], "lost": [int]
+
+"gap" names why each window has no figure (null for a window with one, and
+for a gap from an agent that gave no reason); "lost" counts the measured
+windows an agent merged into a spool-overflow gap. Gaps are folded into gap
+records: `poolctl splits` reports each device's unaccounted time beside its
+µJ, and the metrics count them per host.
 """
 
 from __future__ import annotations
@@ -28,14 +39,17 @@ from collections.abc import Mapping
 from itertools import chain, repeat
 from typing import Any, NamedTuple
 
-from protos.energy import Grade, worst
+from protos.energy import GapReason, Grade, worst
 from scheduler.kernel import ClaimState, ClusterState, MeterDelta, Metered, Observation
 
 WINDOWS = "windows"          # the receipt kind
 CPU_PREFIX = "cpu:"          # CPU package devices are "cpu:<index>"
 OBSERVATIONS_PER_CLAIM = 512  # windows kept per claim for idle verdicts
 GRADES = Grade.__members__   # grade name -> Grade
-_PER_WINDOW = 7              # Windows' first columns have an entry per window, the rest one per share
+GAP_NAMES = {int(r): r.name for r in GapReason}   # wire value -> name in the body
+UNKNOWN_GAP = "Unknown"      # a gap whose agent gave no reason
+_PER_WINDOW = 7              # Windows' first columns have an entry per window, the next three one per share
+_SHARES = 10                 # after them, the optional per-window gap columns
 
 
 class Windows(NamedTuple):
@@ -51,6 +65,8 @@ class Windows(NamedTuple):
     occupant: list[str]
     share_uj: list[int]
     share_grade: list[str]
+    gap: list[str | None] | None = None   # per window, only in a batch with a gap in it
+    lost: list[int] | None = None
 
     def window_of_shares(self) -> list[int]:
         """The index of each share's window."""
@@ -63,7 +79,16 @@ class Windows(NamedTuple):
             return self
         skipped = sum(self.shares[:first])
         return Windows(*(column[first:] for column in self[:_PER_WINDOW]),
-                       *(column[skipped:] for column in self[_PER_WINDOW:]))
+                       *(column[skipped:] for column in self[_PER_WINDOW:_SHARES]),
+                       *(None if column is None else column[first:] for column in self[_SHARES:]))
+
+    def gaps(self) -> list[tuple[int, str, int]]:
+        """(index, reason name, lost windows) of each window with no figure."""
+        if None not in self.uj:
+            return []
+        reasons, lost = self.gap or repeat(None), self.lost or repeat(0)
+        return [(i, reason or UNKNOWN_GAP, n) for i, (uj, reason, n) in enumerate(zip(self.uj, reasons, lost))
+                if uj is None]
 
 
 class SplitRow(NamedTuple):
@@ -77,12 +102,28 @@ class SplitRow(NamedTuple):
     grade: Grade
 
 
+class GapRecord(NamedTuple):
+    worker: str
+    device_id: str
+    start_ns: int
+    end_ns: int
+    reason: str               # a GapReason name, or UNKNOWN_GAP
+    lost_windows: int
+    tenants: frozenset[str]   # the tenants whose claims occupied the device when it was counted
+    seq: int                  # the receipt it came from
+
+
 def windows_body(worker: str, windows: Windows) -> dict[str, Any]:
-    return {"worker": worker, **windows._asdict()}
+    body = {"worker": worker, **windows._asdict()}
+    for optional in Windows._fields[_SHARES:]:
+        if body[optional] is None:
+            del body[optional]
+    return body
 
 
 def windows_from_body(body: Mapping[str, Any]) -> tuple[str, Windows]:
-    return body["worker"], Windows(*(body[name] for name in Windows._fields))
+    return body["worker"], Windows(*(body[name] for name in Windows._fields[:_SHARES]),
+                                   *(body.get(name) for name in Windows._fields[_SHARES:]))
 
 
 def occupants(state: ClusterState, worker: str) -> dict[str, list[str]]:
@@ -108,6 +149,10 @@ class Observed:
         self.rows: deque[tuple] = deque(maxlen=retention)
         # per claim: (device, start_ns, end_ns, uj, grade name, receipt seq) of its recent windows
         self._by_claim: dict[str, deque[tuple]] = defaultdict(lambda: deque(maxlen=OBSERVATIONS_PER_CLAIM))
+        self.gap_records: deque[GapRecord] = deque(maxlen=retention)
+        # since the state was rebuilt: (worker, reason) -> gap ns, worker -> measured windows lost
+        self.unaccounted_ns: dict[tuple[str, str], int] = defaultdict(int)
+        self.lost_windows: dict[str, int] = defaultdict(int)
 
     def fold(self, state: ClusterState, worker: str, windows: Windows, seq: int) -> Metered | None:
         """Record a batch, from the receipt `seq`; the Metered event it means for
@@ -121,7 +166,9 @@ class Observed:
         self.rows.extend(zip(map(tenant.__getitem__, fresh.occupant), fresh.occupant, repeat(worker),
                              map(fresh.device.__getitem__, owner), map(fresh.start_ns.__getitem__, owner),
                              map(fresh.end_ns.__getitem__, owner), fresh.share_uj, fresh.share_grade, repeat(seq)))
-        self._observe(occupants(state, worker), fresh, owner, seq)
+        on_device = occupants(state, worker)
+        self._observe(on_device, fresh, owner, seq)
+        self._gaps(state, worker, on_device, fresh, seq)
         admitted = {o for o, c in claims.items() if c is not None and c.state is ClaimState.ADMITTED}
         return Metered(worker, fresh.seq[-1], _deltas(admitted, fresh))
 
@@ -137,6 +184,17 @@ class Observed:
                 uj, grade = mine.get((i, claim_id), (None, w.grade[i]))
                 self._by_claim[claim_id].append((device, w.start_ns[i], w.end_ns[i],
                                                  uj if w.uj[i] is not None else None, grade, seq))
+
+    def _gaps(self, state: ClusterState, worker: str, on_device: Mapping[str, list[str]], w: Windows,
+              seq: int) -> None:
+        for i, reason, lost in w.gaps():
+            device = w.device[i]
+            holders = on_device.get(CPU_PREFIX if device.startswith(CPU_PREFIX) else device, ())
+            tenants = frozenset(state.claims[c].tenant for c in holders)
+            self.gap_records.append(GapRecord(worker, device, w.start_ns[i], w.end_ns[i], reason, lost, tenants,
+                                              seq))
+            self.unaccounted_ns[worker, reason] += w.end_ns[i] - w.start_ns[i]
+            self.lost_windows[worker] += lost
 
     def forget(self, claim_id: str) -> None:
         self._by_claim.pop(claim_id, None)
@@ -166,6 +224,14 @@ class Observed:
         return [SplitRow(*r[:7], GRADES[r[7]]) for r in self.rows
                 if r[8] < below and r[5] > since_ns and (not device_id or r[3] == device_id)
                 and (tenants is None or r[0] in tenants)]
+
+    def gaps(self, tenants: frozenset[str] | None, since_ns: int, device_id: str, below: int) -> list[GapRecord]:
+        """The gap records the same selection as `splits` covers: from receipts
+        below seq `below`, on the tenants' devices (those their claims
+        occupied at the time)."""
+        return [g for g in self.gap_records
+                if g.seq < below and g.end_ns > since_ns and (not device_id or g.device_id == device_id)
+                and (tenants is None or not tenants.isdisjoint(g.tenants))]
 
 
 def _deltas(admitted: set[str], w: Windows) -> tuple[MeterDelta, ...]:

@@ -22,6 +22,21 @@ from scheduler.service.errors import Refused, abort, checked, guarded, not_ready
 EXPORT_CHUNK = 1 << 20   # bytes of whole receipts per LedgerChunk
 
 
+class Total:
+    """µJ, worst grade and unaccounted ns over a selection of split rows and gaps."""
+
+    def __init__(self) -> None:
+        self.uj, self.unaccounted_ns, self.lost_windows = 0, 0, 0
+        self.grades: list[Grade] = []
+
+    def measured(self, uj: int, grade: Grade) -> None:
+        self.uj += uj
+        self.grades.append(grade)
+
+    def grade(self) -> int:
+        return convert.grade(worst(self.grades)) if self.grades else 0
+
+
 class OperationsServicer(ops_pb2_grpc.OperationsServicer):
     def __init__(self, engine: Engine, agents: AgentServicer) -> None:
         self.engine, self.agents = engine, agents
@@ -55,15 +70,28 @@ class OperationsServicer(ops_pb2_grpc.OperationsServicer):
         committed = self.engine.committed
         tenants = subtree(committed.state, request.tenant)
         rows = self.engine.observed.splits(tenants, request.since_ns, request.device_id, committed.length)
-        totals: dict[str, tuple[int, list[Grade]]] = defaultdict(lambda: (0, []))
+        gaps = self.engine.observed.gaps(tenants, request.since_ns, request.device_id, committed.length)
+        totals: dict[str, Total] = defaultdict(Total)
+        devices: dict[tuple[str, str], Total] = defaultdict(Total)
         for row in rows:
-            uj, grades = totals[row.tenant]
-            grades.append(row.grade)
-            totals[row.tenant] = (uj + row.uj, grades)
+            totals[row.tenant].measured(row.uj, row.grade)
+            devices[row.worker, row.device_id].measured(row.uj, row.grade)
+        for g in gaps:
+            span = g.end_ns - g.start_ns
+            for tenant in (g.tenants if tenants is None else g.tenants & tenants):
+                totals[tenant].unaccounted_ns += span
+            if tenants is None:
+                totals[""].unaccounted_ns += span   # the unallocated remainder is unknown in a gap too
+            devices[g.worker, g.device_id].unaccounted_ns += span
+            devices[g.worker, g.device_id].lost_windows += g.lost_windows
         return ops_pb2.SplitsResponse(
             rows=[convert.split_row(r) for r in rows],
-            totals=[ops_pb2.TenantTotal(tenant=t, uj=uj, grade=convert.grade(worst(g)))
-                    for t, (uj, g) in sorted(totals.items())])
+            totals=[ops_pb2.TenantTotal(tenant=t, uj=total.uj, grade=total.grade(),
+                                        unaccounted_ns=total.unaccounted_ns) for t, total in sorted(totals.items())],
+            devices=[ops_pb2.DeviceTotal(worker=w, device_id=d, uj=total.uj, grade=total.grade(),
+                                         unaccounted_ns=total.unaccounted_ns, lost_windows=total.lost_windows)
+                     for (w, d), total in sorted(devices.items())],
+            gaps=[convert.gap(g) for g in gaps])
 
     @guarded
     async def PreemptionOrder(self, request, context):

@@ -37,8 +37,9 @@ def test_protobuf_windows_become_the_columns():
               window(3, uj=0, shares=(("a", 0, HW),), device_id="cpu:0"))
     assert w == Windows(["GPU-0", "GPU-0", "cpu:0"], [1, 2, 3], [100, 200, 300], [200, 300, 400], [10, None, 0],
                         ["HwShunt"] * 3, [2, 0, 1], ["a", "unallocated", "a"], [4, 6, 0],
-                        ["HwShunt", "ModelBased", "HwShunt"])
-    assert batch() == Windows(*([] for _ in Windows._fields))
+                        ["HwShunt", "ModelBased", "HwShunt"], [None] * 3, [0] * 3)
+    assert batch(window(1)).gap is None   # the gap columns exist only in a batch with a gap
+    assert batch() == Windows(*([] for _ in Windows._fields[:10]))
 
 
 def test_the_body_round_trips_through_the_ledger_encoding():
@@ -62,6 +63,7 @@ def test_since_keeps_the_windows_above_a_seq_with_their_shares():
     (window(2, shares=(("a", 10, 0),)), "the window and each of its shares need a grade"),
     (window(2, uj=None), "a window with no figure has no shares"),
     (window(2, shares=(("a", 4, HW), ("b", 5, HW))), "shares sum to 9, not 10"),
+    (window(2, gap_reason=types_pb2.GAP_COUNTER_RESET), "a window with a figure has no gap reason"),
 ])
 def test_a_bad_window_refuses_the_batch_by_its_seq(bad, problem):
     with pytest.raises(Refused) as refused:
@@ -83,3 +85,31 @@ def test_the_body_folds_like_the_live_batch():
     assert [(r.tenant, r.claim_id, r.device_id, r.uj, r.grade.name) for r in live.splits(None, 0, "", 8)] == [
         ("", "a", "GPU-0", 4, "HwShunt"), ("", "unallocated", "GPU-0", 6, "ModelBased")]
     assert live.splits(None, 0, "", 7) == [], "rows of a receipt not yet durable are not served"
+
+
+OVERFLOW = types_pb2.GAP_SPOOL_OVERFLOW
+
+
+def test_a_gap_keeps_its_reason_through_the_ledger_and_an_old_body_still_reads():
+    w = batch(window(1), window(2, uj=None, shares=(), gap_reason=OVERFLOW, lost_windows=7),
+              window(3, uj=None, shares=()))
+    assert (w.gap, w.lost) == ([None, "SpoolOverflow", None], [0, 7, 0])
+    body = dcbor.decode(dcbor.encode(windows_body("h1", w)))
+    assert windows_from_body(body) == ("h1", w)
+    assert w.since(1).gap == ["SpoolOverflow", None] and w.since(2).lost == [0]
+    old = windows_body("h1", batch(window(1), window(2)))   # a body from before the gap columns
+    assert "gap" not in old and windows_from_body(old)[1].gap is None
+
+
+def test_gaps_are_folded_into_records_and_the_hosts_unaccounted_time():
+    observed = Observed(10)
+    observed.fold(ClusterState(), "h1", batch(window(1), window(2, uj=None, shares=(), gap_reason=OVERFLOW,
+                                                                  lost_windows=3),
+                                              window(3, uj=None, shares=())), 7)
+    assert [(g.device_id, g.start_ns, g.end_ns, g.reason, g.lost_windows) for g in observed.gaps(None, 0, "", 8)] == [
+        ("GPU-0", 200, 300, "SpoolOverflow", 3), ("GPU-0", 300, 400, "Unknown", 0)]
+    assert observed.gaps(None, 0, "", 7) == [], "gaps of a receipt not yet durable are not served"
+    assert dict(observed.unaccounted_ns) == {("h1", "SpoolOverflow"): 100, ("h1", "Unknown"): 100}
+    assert dict(observed.lost_windows) == {"h1": 3}
+    assert observed.gaps(None, 350, "", 8) == observed.gaps(None, 0, "", 8)[1:]
+    assert observed.gaps(frozenset({"alpha"}), 0, "", 8) == []   # nobody of alpha's was on the device
