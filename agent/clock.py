@@ -34,14 +34,13 @@ class ReplayClock:
     is when the trace's first row plays. Given (`--replay-origin-unix-ns`),
     every process replaying the trace agrees on where it is and on every
     stamp, so a replayed counter keeps running while the agent is down, as a
-    real one does; by default the trace starts when the process does.
+    real one does; by default the trace starts when the process does. (At
+    speed 0 the trace's time is the caller's: `sleep_until` moves it.)
     """
 
     def __init__(self, start_ns: int, speed: float, origin_unix_ns: int | None = None):
         if speed < 0:
             raise ValueError(f"replay speed must be ≥ 0, got {speed}")
-        if origin_unix_ns is not None and speed == 0:
-            raise ValueError("a replay origin needs a real-time speed (> 0)")
         self._start, self._speed = start_ns, speed
         self._virtual = start_ns
         self._origin = time.time_ns() if origin_unix_ns is None else origin_unix_ns

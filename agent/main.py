@@ -195,6 +195,8 @@ def _meters(args, config: Config) -> tuple[Selection, object, int | None]:
         return select(config, clock), clock, None
     path = replay_meter.bundled_trace() if str(args.replay) == "bundled" else args.replay
     reload_ns = None if args.replay_reload_at_ms is None else args.replay_reload_at_ms * 1_000_000
+    if args.replay_origin_unix_ns is not None and args.replay_speed <= 0:
+        raise ConfigError("--replay-origin-unix-ns needs a real-time --replay-speed (> 0)")
     try:
         meter = replay_meter.ReplayMeter(path, args.replay_speed, origin_unix_ns=args.replay_origin_unix_ns,
                                          reload_at_ns=reload_ns)

@@ -165,8 +165,6 @@ class Spool:
         self._metrics.lost(device, len(measured), ns)
         if self._episode is None:
             self._episode = [0, 0, 0]
-            log.warning("spool full (%d windows): merging the oldest into gap records until the scheduler "
-                        "catches up", self._max)
         self._episode[0] += len(measured)
         self._episode[1] += uj
         self._episode[2] += ns
@@ -174,8 +172,8 @@ class Spool:
     def _end_episode(self) -> None:
         windows, uj, ns = self._episode
         self._episode = None
-        log.warning("spool overflow over: %d measured windows merged into gap records, %d µJ over %.3f s "
-                    "never reach the scheduler as figures", windows, uj, ns / NS_PER_S)
+        log.warning("spool was full (%d windows): %d measured windows were merged into gap records; "
+                    "%d µJ over %.3f s never reach the scheduler as figures", self._max, windows, uj, ns / NS_PER_S)
 
     # -- the stream's side -------------------------------------------------
 

@@ -111,11 +111,12 @@ class ReplayMeter:
         row = self._last
         if row is None or row.value is None:
             raise MeterError(f"trace has no value at or before t={now} ns")
+        unix = row.t_ns + self.clock.unix_offset_ns   # the row's own time, as NVML stamps a sample
         if not self._energy:
-            return Reading(row.t_ns, (self._total_uj,))
+            return Reading(row.t_ns, (self._total_uj,), unix_ns=unix)
         if self._reload is not None and row.t_ns > self._reload:
-            return Reading(row.t_ns, (row.value - self._base,), epoch=1)   # the driver reloaded: from 0
-        return Reading(row.t_ns, (row.value,))
+            return Reading(row.t_ns, (row.value - self._base,), epoch=1, unix_ns=unix)   # the driver reloaded: from 0
+        return Reading(row.t_ns, (row.value,), unix_ns=unix)
 
     def _advance(self, row: Row) -> None:
         self._last = row

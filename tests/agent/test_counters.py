@@ -112,3 +112,48 @@ def test_property_wraps_conserve_energy(max_range, increments):
         values.append(raw % max_range)
     intervals = feed(Counter(Grade.HwShunt, (max_range,), None), values)[1:]
     assert sum(i.uj for i in intervals) == raw
+
+
+from agent.counters import Last, bridged  # noqa: E402
+from protos.energy import GapReason  # noqa: E402
+
+KW = 1_000_000_000   # µW
+
+
+def _last(counters=(10_000_000_000,), identity="nvml:GPU-1:driver=580:load=7:boot=b/0", t=0):
+    return Last(t, 1796000000 * S, counters, identity)
+
+
+def test_a_restart_within_one_epoch_is_bridged_with_the_counters_delta():
+    assert bridged(_last(), Reading(2 * S, (10_600_000_000,)), _last().identity, (None,), KW) == (
+        600_000_000, None, None)
+
+
+def test_a_restart_that_cannot_be_proven_is_a_gap_with_its_reason():
+    identity = _last().identity
+    cases = [
+        (_last(), Reading(2 * S, (10_600_000_000,)), None, (None,), GapReason.AgentDown),   # an integrator
+        (_last(identity="nvml:GPU-1:driver=580:load=6:boot=b/0"), Reading(2 * S, (10_600_000_000,)), identity,
+         (None,), GapReason.CounterReset),                                                 # the driver reloaded
+        (_last(), Reading(2 * S, (500,)), identity, (None,), GapReason.CounterReset),       # it went back
+        (_last(counters=(1_000_000,)), Reading(2 * S, (1_500_000,)), identity, (None,),
+         GapReason.AgentDown),        # small enough to have restarted from 0 in the downtime
+        (_last(), Reading(2 * S, (13_000_000_000,)), identity, (None,), GapReason.CounterReset),  # > 1 kW × 2 s
+        (_last(counters=(100,)), Reading(2 * S, (200,)), identity, (1_000_000_000,),
+         GapReason.AgentDown),        # a RAPL zone of 1 kJ could have wrapped in 2 s at 1 kW
+        (_last(counters=None), Reading(2 * S, (200,)), identity, (None,), GapReason.MeterError),
+    ]
+    for last, reading, now_identity, ranges, reason in cases:
+        uj, why, text = bridged(last, reading, now_identity, ranges, KW)
+        assert (uj, why) == (None, reason) and text
+
+
+def test_the_first_interval_after_resume_spans_the_downtime_from_the_persisted_stamp():
+    counter = Counter(Grade.HwShunt, (None,), None, KW)
+    counter.resume(_last(t=S))
+    identity = _last().identity
+    interval = counter.step(3 * S, Reading(3 * S, (10_500_000_000,)), unix_ns=1796000002 * S, identity=identity)
+    assert (interval.start_ns, interval.end_ns, interval.uj) == (S, 3 * S, 500_000_000)
+    assert interval.unix == (1796000000 * S, 1796000002 * S)
+    nxt = counter.step(4 * S, Reading(4 * S, (10_600_000_000,)), unix_ns=1796000001 * S, identity=identity)
+    assert nxt.unix == (1796000002 * S, 1796000002 * S + 1)   # a wall clock stepped back: stamps still increase

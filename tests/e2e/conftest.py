@@ -146,15 +146,20 @@ checkpoint_every = {checkpoint_every}
 
 
 class Agent:
-    def __init__(self, workdir: Path, scheduler: Scheduler, host: str, speed: float, address: str = "") -> None:
+    def __init__(self, workdir: Path, scheduler: Scheduler, host: str, speed: float, address: str = "",
+                 args: tuple = ()) -> None:
         state = workdir / f"agent-{host}"
         config = workdir / f"agent-{host}.toml"
         config.write_text(f'host_id = "{host}"\nscheduler = "{address or scheduler.address}"\nstate_dir = "{state}"\n'
                           'log_level = "info"\n[metrics]\nlisten = ""\n[stream]\nbackoff_max_ms = 500\ndrain_ms = 30000\n')
         self.log_path = workdir / f"agent-{host}.log"
         self.process = subprocess.Popen(
-            [str(BIN / "pool-agent"), "--config", str(config), "--replay", "bundled", "--replay-speed", str(speed)],
-            stdout=open(self.log_path, "w"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            [str(BIN / "pool-agent"), "--config", str(config), "--replay", "bundled", "--replay-speed", str(speed),
+             *args], stdout=open(self.log_path, "a"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+    def kill(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=10)
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -174,8 +179,9 @@ def cluster(tmp_path: Path) -> Iterator[Callable[..., Scheduler]]:
         started.append(scheduler)
         return scheduler
 
-    def agent(scheduler: Scheduler, host: str = "host-a", speed: float = 20.0, address: str = "") -> Agent:
-        a = Agent(tmp_path, scheduler, host, speed, address)
+    def agent(scheduler: Scheduler, host: str = "host-a", speed: float = 20.0, address: str = "",
+              args: tuple = ()) -> Agent:
+        a = Agent(tmp_path, scheduler, host, speed, address, args)
         started.append(a)
         return a
 

@@ -103,3 +103,11 @@ def test_worst_and_mean():
     assert mean_uw(5, 0) is None
     assert mean_uw(0, 10**9) == 0
     assert mean_uw(630_270_000, 7_990_000_000) == 78_882_352
+
+
+def test_gap_reasons_equal_the_wires():
+    from protos.energy import GapReason
+    from protos.pool.v1 import types_pb2
+    wire = {name: number for name, number in types_pb2.GapReason.items() if number}
+    assert {f"GAP_{''.join('_' + c if c.isupper() else c for c in r.name).lstrip('_').upper()}": int(r)
+            for r in GapReason} == wire
