@@ -28,7 +28,6 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable
 from pathlib import Path
 
 from agent.counters import Last
@@ -82,17 +81,20 @@ class Spool:
             self._count = self._db.execute("SELECT COUNT(*) FROM windows").fetchone()[0]
         except sqlite3.Error as exc:
             raise SpoolError(f"spool {path}: {exc}") from None
-        self.acked = 0
+        self.acked = 0         # rows at or below it are deleted by the next transaction (acks cost no fsync)
         self._offered = 0      # the highest seq a stream may have handed to the scheduler, unanswered
         self._episode: list[int] | None = None   # overflow: [windows, µJ, ns] lost so far
-        self._gauges()
+        metrics.buffered.set_function(self.__len__)
+        metrics.window_lag.set_function(self._lag_s)
 
     def _meta(self, key: str, default: int = 0) -> int:
         row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return default if row is None else row[0]
 
     def __len__(self) -> int:
-        return self._count
+        """Windows not yet acknowledged."""
+        with self._cond:
+            return self._db.execute("SELECT COUNT(*) FROM windows WHERE seq > ?", (self.acked,)).fetchone()[0]
 
     # -- the sampler's side ------------------------------------------------
 
@@ -113,6 +115,7 @@ class Spool:
                 stored.append(msg)
             try:
                 self._db.execute("BEGIN IMMEDIATE")
+                self._count -= self._db.execute("DELETE FROM windows WHERE seq <= ?", (self.acked,)).rowcount
                 self._db.executemany("INSERT INTO windows VALUES (?, ?, ?, ?, ?, ?, ?)", [
                     (m.seq, m.device_id, m.start_ns, m.end_ns, m.uj if m.HasField("uj") else None, m.lost_windows,
                      m.SerializeToString()) for m in stored])
@@ -128,7 +131,6 @@ class Spool:
                 raise SpoolError(f"spool {self.path}: {exc}") from None
             if merged is None and self._episode is not None:
                 self._end_episode()
-            self._gauges()
             self._cond.notify_all()
             return stored
 
@@ -181,10 +183,10 @@ class Spool:
         """Up to `limit` windows above `after`, waiting up to `timeout_s` for
         one; none while `in_flight` windows already wait for their ack."""
         with self._cond:
-            rows = self._offerable(after, limit)
+            rows = self._offerable(max(after, self.acked), limit)
             if not rows:
                 self._cond.wait(timeout_s)
-                rows = self._offerable(after, limit)
+                rows = self._offerable(max(after, self.acked), limit)
             if rows:
                 self._offered = max(self._offered, rows[-1][0])
             return [agent_pb2.Window.FromString(body) for _, body in rows]
@@ -199,13 +201,13 @@ class Spool:
                                 (after, room)).fetchall()
 
     def ack(self, seq: int) -> None:
-        """The scheduler has counted every window up to `seq`: forget them."""
+        """The scheduler has counted every window up to `seq`: forget them
+        (deleted with the next boundary's transaction; should that be lost in
+        a crash, they are resent and the scheduler counts them once)."""
         with self._cond:
-            if seq <= self.acked:
-                return
-            self.acked = seq
-            self._delete_through(seq)
-            self._cond.notify_all()
+            if seq > self.acked:
+                self.acked = seq
+                self._cond.notify_all()
 
     def resolved(self, acked: int) -> None:
         """Register answered: the scheduler has counted up to `acked` and
@@ -246,17 +248,17 @@ class Spool:
         except sqlite3.Error as exc:
             raise SpoolError(f"spool {self.path}: {exc}") from None
         self._count -= gone
-        self._gauges()
 
-    def unacknowledged(self) -> Iterable[agent_pb2.Window]:
+    def unacknowledged(self) -> list[agent_pb2.Window]:
         with self._cond:
-            rows = self._db.execute("SELECT body FROM windows ORDER BY seq").fetchall()
+            rows = self._db.execute("SELECT body FROM windows WHERE seq > ? ORDER BY seq", (self.acked,)).fetchall()
         return [agent_pb2.Window.FromString(b) for (b,) in rows]
 
     def close(self) -> None:
         with self._cond:
             if self._episode is not None:
                 self._end_episode()
+            self._delete_through(self.acked)
             self._db.close()
 
     def _rollback(self) -> None:
@@ -267,7 +269,9 @@ class Spool:
         self._seq = self._meta("seq")
         self._count = self._db.execute("SELECT COUNT(*) FROM windows").fetchone()[0]
 
-    def _gauges(self) -> None:
-        self._metrics.buffered.set(self._count)
-        oldest = self._db.execute("SELECT end_ns FROM windows ORDER BY seq LIMIT 1").fetchone()
-        self._metrics.window_lag.set(0 if oldest is None else max(0, time.time_ns() - oldest[0]) / NS_PER_S)
+    def _lag_s(self) -> float:
+        """Age of the oldest window not acknowledged (read when Prometheus scrapes)."""
+        with self._cond:
+            oldest = self._db.execute("SELECT end_ns FROM windows WHERE seq > ? ORDER BY seq LIMIT 1",
+                                      (self.acked,)).fetchone()
+        return 0 if oldest is None else max(0, time.time_ns() - oldest[0]) / NS_PER_S

@@ -42,6 +42,16 @@ def test_windows_and_last_readings_survive_the_process(tmp_path):
     assert [w.seq for w in again.offer(0, 10, 0)] == [2] and len(again) == 1
 
 
+def test_the_gauges_read_the_spool_when_scraped(tmp_path):
+    metrics = AgentMetrics()
+    spool = spool_at(tmp_path, metrics=metrics)
+    spool.append([window("GPU-1", 0), window("GPU-1", 1)], {})
+    sample = metrics.registry.get_sample_value
+    assert sample("pool_agent_buffered_windows") == 2 and sample("pool_agent_window_lag_seconds") > 1e9
+    spool.ack(2)
+    assert sample("pool_agent_buffered_windows") == 0 and sample("pool_agent_window_lag_seconds") == 0
+
+
 def test_a_full_spool_merges_the_oldest_into_one_gap_per_device_with_their_exact_span(tmp_path, caplog):
     metrics = AgentMetrics()
     spool = spool_at(tmp_path, bound=6, metrics=metrics)

@@ -54,7 +54,7 @@ def test_every_window_arrives_exactly_once_across_a_server_restart(tmp_path):
     server.stop(0)
     assert sorted(receiver.counted) == list(range(1, 601))  # each window counted, once
     assert receiver.registrations >= 2 and len(outbox) == 0
-    assert metrics.buffered._value.get() == 0
+    assert metrics.registry.get_sample_value("pool_agent_buffered_windows") == 0
 
 
 def test_resend_starts_above_the_schedulers_acked_seq_and_numbers_continue_above_it(tmp_path):
