@@ -152,7 +152,7 @@ def run(args, config: Config) -> int:
         stored = spool.append(windows, sampler.lasts())
         if client is None and stored:   # --stdout: printed, then done with
             _print_windows(stored)
-            spool.ack(stored[-1].seq)
+            spool.printed(stored[-1].seq)
 
     sampler = Sampler(selection.meters, clock, config.window_ns, Sequencer(), sink,
                       stall_ns=config.meters.stall_ms * 1_000_000, end_ns=end_ns, tick=_watchdog())
@@ -185,7 +185,7 @@ def _stdout_spool(args, config: Config, metrics: AgentMetrics) -> Spool | None:
     left = spool.unacknowledged()
     _print_windows(left)
     if left:
-        spool.ack(left[-1].seq)
+        spool.printed(left[-1].seq)
     return spool
 
 

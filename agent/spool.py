@@ -209,6 +209,14 @@ class Spool:
                 self.acked = seq
                 self._cond.notify_all()
 
+    def printed(self, seq: int) -> None:
+        """--stdout: every window up to `seq` is printed; delete them now, in
+        their own commit, so a restart reprints (by seq) only what a crash
+        caught between storing and printing."""
+        with self._cond:
+            self.acked = max(self.acked, seq)
+            self._delete_through(self.acked)
+
     def resolved(self, acked: int) -> None:
         """Register answered: the scheduler has counted up to `acked` and
         nothing offered before is in flight any more. A fresh spool (state

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from agent.meters.replay import ReplayMeter, bundled_trace
+from agent.meters.replay import ReplayMeter, bundled_trace, load_trace
 from agent.sampler import Sampler
 from agent.windows import Sequencer
 
@@ -177,7 +177,7 @@ def replay(path: Path = TRACE, window_ms: int = 1000, speed: float = 0.0):
 @pytest.fixture
 def kit() -> SimpleNamespace:
     """The helpers above, for test modules (importlib mode cannot import conftest)."""
-    return SimpleNamespace(trace=TRACE, replay=replay, StepClock=StepClock, make_zone=make_zone,
+    return SimpleNamespace(trace=TRACE, replay=replay, replay_rows=load_trace(TRACE)[0], StepClock=StepClock, make_zone=make_zone,
                            FakePynvml=FakePynvml, FakeGpu=FakeGpu, FakeFieldValue=FakeFieldValue)
 
 

@@ -114,6 +114,35 @@ def test_pool_agent_replay_stdout_as_a_real_process(kit):
     assert {x["grade"] for x in lines} == {"HwShunt"}
 
 
+@pytest.mark.slow
+def test_pool_agent_stdout_sigkilled_and_restarted_prints_every_window_once_tiled(kit, tmp_path):
+    """What the real-GPU check does (`pool-agent --stdout`, SIGKILL, restart),
+    on the replayed counter: the printed windows tile time, each seq once,
+    and sum to the counter's delta."""
+    exe = Path(sys.executable).with_name("pool-agent")
+    config = tmp_path / "agent.toml"
+    config.write_text(f'state_dir = "{tmp_path / "state"}"\n')
+    origin = time.time_ns() - 30 * 10**9   # 30 s into the trace: a downtime of seconds is provable
+    lines = []
+    for life in range(3):
+        process = subprocess.Popen([str(exe), "--config", str(config), "--replay", str(kit.trace), "--replay-speed",
+                                    "1", "--replay-origin-unix-ns", str(origin), "--window-ms", "500", "--stdout"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        time.sleep(2.5 + 0.3 * life)
+        process.kill()
+        lines += [json.loads(line) for line in process.communicate()[0].splitlines()]
+        time.sleep(0.4)
+    assert [x["seq"] for x in lines] == list(range(1, len(lines) + 1)) and len(lines) >= 6
+    assert all(b["start_ns"] == a["end_ns"] for a, b in zip(lines, lines[1:]))
+    assert all(x["uj"] is not None for x in lines)
+    rows = kit.replay_rows
+    offset = origin - rows[0].t_ns
+
+    def counter(t):
+        return next(r.value for r in reversed(rows) if r.t_ns <= t - offset)
+    assert sum(x["uj"] for x in lines) == counter(lines[-1]["end_ns"]) - counter(lines[0]["start_ns"])
+
+
 def test_real_time_replay_paces_itself(kit, tmp_path):
     started = time.monotonic()
     windows, _, _ = kit.replay(_phase_trace(kit.trace, tmp_path, "idle0"), window_ms=1000, speed=40.0)
