@@ -17,8 +17,9 @@ spanning exactly what was merged and saying how many measured windows it
 replaced: counted in pool_agent_windows_lost_total and
 pool_agent_unaccounted_seconds_total, and logged once per episode. A window
 that may have been offered to the scheduler and not yet answered for is
-never merged (the scheduler may be counting it); at most `in_flight` windows
-are offered at a time, so that part is small.
+never merged (the scheduler may be counting it, even after its stream died);
+at most `in_flight` windows are offered at a time on a stream, so that part
+is small.
 """
 
 from __future__ import annotations
@@ -82,7 +83,10 @@ class Spool:
         except sqlite3.Error as exc:
             raise SpoolError(f"spool {path}: {exc}") from None
         self.acked = 0         # rows at or below it are deleted by the next transaction (acks cost no fsync)
-        self._offered = 0      # the highest seq a stream may have handed to the scheduler, unanswered
+        # the highest seq ever offered to a scheduler: never merged, since a stream that died
+        # may still be counted after a new Register answered (only acks make them safe)
+        self._offered = 0
+        self._session_top = 0  # the highest seq offered on the current stream, for the in-flight bound
         self._episode: list[int] | None = None   # overflow: [windows, µJ, ns] lost so far
         metrics.buffered.set_function(self.__len__)
         metrics.window_lag.set_function(self._lag_s)
@@ -189,11 +193,12 @@ class Spool:
                 rows = self._offerable(max(after, self.acked), limit)
             if rows:
                 self._offered = max(self._offered, rows[-1][0])
+                self._session_top = max(self._session_top, rows[-1][0])
             return [agent_pb2.Window.FromString(body) for _, body in rows]
 
     def _offerable(self, after: int, limit: int) -> list[tuple[int, bytes]]:
         unanswered = self._db.execute("SELECT COUNT(*) FROM windows WHERE seq > ? AND seq <= ?",
-                                      (self.acked, self._offered)).fetchone()[0]
+                                      (self.acked, self._session_top)).fetchone()[0]
         room = min(limit, self._in_flight - unanswered)
         if room <= 0:
             return []
@@ -227,7 +232,9 @@ class Spool:
             if self._seq < acked:
                 self._seq = acked
                 self._db.execute("INSERT OR REPLACE INTO meta VALUES ('seq', ?)", (acked,))
-            self._offered = self.acked = max(self.acked, acked)
+            self.acked = max(self.acked, acked)
+            self._offered = max(self._offered, self.acked)
+            self._session_top = self.acked
             self._delete_through(self.acked)
             self._cond.notify_all()
 

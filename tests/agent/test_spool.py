@@ -85,6 +85,19 @@ def test_windows_that_may_be_in_flight_are_never_merged(tmp_path):
     assert kept[2].gap_reason == types_pb2.GAP_SPOOL_OVERFLOW and kept[2].start_ns == 2 * S
 
 
+def test_windows_offered_on_a_stream_that_died_stay_unmerged_after_a_new_register(tmp_path):
+    """The old stream's batch may still be counted after Register answered:
+    only an ack makes those windows mergeable (else a gap could overlap them)."""
+    spool = spool_at(tmp_path, bound=3)
+    spool.append([window("GPU-1", t) for t in range(3)], {})
+    spool.offer(0, 3, 0)      # all three sent; the stream dies
+    spool.resolved(1)         # Register: 1 is counted, 2 and 3 may still be
+    spool.append([window("GPU-1", t) for t in range(3, 6)], {})
+    kept = spool.unacknowledged()
+    assert [(w.seq, w.HasField("uj")) for w in kept[:2]] == [(2, True), (3, True)]
+    assert [w.seq for w in spool.offer(1, 10, 0)][:2] == [2, 3]   # and they are resent
+
+
 def test_no_more_than_in_flight_windows_wait_for_their_ack(tmp_path):
     spool = Spool(tmp_path / "spool.sqlite", 100, AgentMetrics(), in_flight=4)
     spool.append([window("GPU-1", t) for t in range(10)], {})

@@ -147,11 +147,11 @@ checkpoint_every = {checkpoint_every}
 
 class Agent:
     def __init__(self, workdir: Path, scheduler: Scheduler, host: str, speed: float, address: str = "",
-                 args: tuple = ()) -> None:
+                 args: tuple = (), toml: str = "") -> None:
         state = workdir / f"agent-{host}"
         config = workdir / f"agent-{host}.toml"
         config.write_text(f'host_id = "{host}"\nscheduler = "{address or scheduler.address}"\nstate_dir = "{state}"\n'
-                          'log_level = "info"\n[metrics]\nlisten = ""\n[stream]\nbackoff_max_ms = 500\ndrain_ms = 30000\n')
+                          'log_level = "info"\n[metrics]\nlisten = ""\n[stream]\nbackoff_max_ms = 500\ndrain_ms = 30000\n' + toml)
         self.log_path = workdir / f"agent-{host}.log"
         self.process = subprocess.Popen(
             [str(BIN / "pool-agent"), "--config", str(config), "--replay", "bundled", "--replay-speed", str(speed),
@@ -180,8 +180,9 @@ def cluster(tmp_path: Path) -> Iterator[Callable[..., Scheduler]]:
         return scheduler
 
     def agent(scheduler: Scheduler, host: str = "host-a", speed: float = 20.0, address: str = "",
-              args: tuple = ()) -> Agent:
-        a = Agent(tmp_path, scheduler, host, speed, address, args)
+              args: tuple = (), toml: str = "") -> Agent:
+        """`toml`: more agent.toml, appended (after its [stream] section)."""
+        a = Agent(tmp_path, scheduler, host, speed, address, args, toml)
         started.append(a)
         return a
 

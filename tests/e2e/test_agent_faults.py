@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import random
 import time
+import urllib.request
 
 import pytest
 
 from agent.meters.replay import bundled_trace, load_trace
+from .conftest import free_port, wait_for
 
 pytestmark = pytest.mark.slow
 HOST = "fault-host"
@@ -121,3 +123,36 @@ def test_a_driver_reload_while_the_agent_is_down_is_exactly_the_downtime_as_a_ga
     assert sum(w[2] for w in before + after) == measured
     device = next(d for d in doc["devices"] if d["device_id"] == DEVICE)
     assert device["unaccounted_ns"] == gaps[0][1] - gaps[0][0]
+
+
+def test_a_full_spool_becomes_one_exact_gap_that_the_scheduler_counts_per_host(cluster):
+    metrics = f"127.0.0.1:{free_port()}"
+    s = cluster(metrics=metrics)
+    origin = time.time_ns()
+    offset = origin - ROWS[0].t_ns
+    a = cluster.agent(s, HOST, speed=1, args=("--replay-origin-unix-ns", str(origin), "--window-ms", "200"),
+                      toml="[spool]\nmax_windows = 5\n")
+    wait_for("first windows", lambda: len(s.json("splits")["rows"]) >= 2)
+    s.kill()
+    time.sleep(3.0)   # ~15 windows for a spool of 5: the oldest merge into a gap
+    s.start()
+    wait_for("the overflow gap", lambda: s.json("splits", "--device", DEVICE)["gaps"], timeout_s=30)
+    time.sleep(0.5)
+    drained(s, a)
+
+    windows, doc = device_windows(s)
+    assert_tiled(windows)
+    gaps = [g for g in doc["gaps"]]
+    assert {g["reason"] for g in gaps} == {"GAP_SPOOL_OVERFLOW"}
+    lost = sum(g["lost_windows"] for g in gaps)
+    span = sum(g["end_ns"] - g["start_ns"] for g in gaps)
+    assert lost >= 5 and span >= lost * 150_000_000   # each merged window was ~200 ms
+    first, last = windows[0][0] - offset, windows[-1][1] - offset
+    in_gaps = sum(counter_at(g["end_ns"] - offset) - counter_at(g["start_ns"] - offset) for g in gaps)
+    assert sum(w[2] for w in windows if w[2] is not None) == counter_at(last) - counter_at(first) - in_gaps
+    device = next(d for d in doc["devices"] if d["device_id"] == DEVICE)
+    assert (device["unaccounted_ns"], device["lost_windows"]) == (span, lost)
+    text = urllib.request.urlopen(f"http://{metrics}/metrics", timeout=10).read().decode()
+    assert f'pool_host_windows_lost_total{{host="{HOST}"}} {float(lost)}' in text
+    assert f'pool_host_unaccounted_seconds_total{{host="{HOST}",reason="SpoolOverflow"}} {span / 1e9}' in text
+    assert a.log_path.read_text().count("spool was full") == 1   # once per episode, with what it covered
