@@ -156,3 +156,5 @@ def test_a_full_spool_becomes_one_exact_gap_that_the_scheduler_counts_per_host(c
     assert f'pool_host_windows_lost_total{{host="{HOST}"}} {float(lost)}' in text
     assert f'pool_host_unaccounted_seconds_total{{host="{HOST}",reason="SpoolOverflow"}} {span / 1e9}' in text
     assert a.log_path.read_text().count("spool was full") == 1   # once per episode, with what it covered
+    table = s.poolctl("splits", "--device", DEVICE).stdout   # the table shows it beside the µJ
+    assert "unaccounted  lost windows" in table and "GAP_SPOOL_OVERFLOW" in table
