@@ -18,6 +18,7 @@ from scheduler.ledger import cose, export, keys, receipts, witness
 from scheduler.ledger.store import StoreError
 from scheduler.ledger.stores import describe, is_dsn, open_store
 from scheduler.ledger.verify import Report, verify
+from scheduler.service import bodies as scheduler_bodies
 
 
 def register(verbs: argparse._SubParsersAction) -> None:
@@ -90,7 +91,7 @@ def _verified(path: str, key: keys.PublicKey | None, witness_files: Sequence[byt
     if not is_dsn(path) and not Path(path).is_file():
         raise CtlError("UNREADABLE", f"{path}: no such file")
     try:
-        return verify(export.receipts_at(path), key, witness_files=witness_files)
+        return verify(export.receipts_at(path), key, witness_files=witness_files, bodies=scheduler_bodies.check)
     except (OSError, StoreError) as exc:
         raise CtlError("UNREADABLE", str(exc)) from None
 

@@ -7,8 +7,9 @@
        58 40 <signature>       64-byte Ed25519 signature
 
 signed over Sig_structure ["Signature1", protected, h'', payload]. Any other layout
-— even an equivalent one — is refused (reason `decode`), so a message has one
-encoding and its hash is stable.
+— even an equivalent one — is refused (reason `decode`; `non_canonical` for a
+byte string's length not in shortest form, whichever of the three), so a
+message has one encoding and its hash is stable.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from scheduler.ledger.keys import KEY_ID_BYTES, PublicKey, SigningKey
 _TAG18_ARRAY4 = b"\xd2\x84"
 _PROTECTED_PREFIX = b"\xa2\x01\x27\x04" + bytes([0x40 + KEY_ID_BYTES])
 _PROTECTED_LEN = len(_PROTECTED_PREFIX) + KEY_ID_BYTES
-_SIGNATURE_HEAD = b"\x58\x40"
+_SIGNATURE_HEAD = b"\x58\x40"   # its shortest head: 64 bytes
 _CONTEXT = b"\x84\x6aSignature1"   # array of 4, text "Signature1"
 _SHORT_HEADS = [bytes([0x40 + n]) for n in range(24)]
 
@@ -98,9 +99,10 @@ def parse(data: bytes, pos: int = 0) -> tuple[Sign1, int]:
     if data[pos:pos + 1] != b"\xa0":
         raise DcborError("decode", "unprotected header is not an empty map")
     payload, pos = _bstr(data, pos + 1)
-    if data[pos:pos + 2] != _SIGNATURE_HEAD or pos + 66 > len(data):
+    signature, end = _bstr(data, pos)
+    if len(signature) != 64:
         raise DcborError("decode", "signature is not a 64-byte string")
-    return Sign1(protected, payload, data[pos + 2:pos + 66]), pos + 66
+    return Sign1(protected, payload, signature), end
 
 
 def parse_whole(data: bytes) -> Sign1:

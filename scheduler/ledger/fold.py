@@ -53,6 +53,15 @@ def checkpoint_state(entry: Entry, chunks: list[bytes]) -> Any:
         raise CheckpointMismatch(f"checkpoint {entry.seq}: its state is not det-CBOR: {exc}") from None
 
 
+class Unfoldable(Exception):
+    """A verified receipt the caller's fold cannot apply (its body is not what
+    its kind's writer makes): start-up names it instead of crashing on it."""
+
+    def __init__(self, entry: Entry, error: Exception) -> None:
+        super().__init__(f"receipt {entry.seq}: body: {entry.kind}: {type(error).__name__}: {error}")
+        self.seq = entry.seq
+
+
 class Folder:
     """The on_entry callback of a verification: folds caller kinds; at a
     checkpoint it either starts from it (resuming) or audits it (snapshot given)."""
@@ -70,11 +79,19 @@ class Folder:
         elif entry.kind == CHECKPOINT:
             self._checkpoint(entry)
         elif entry.kind not in LEDGER_KINDS:
-            self.state = self.fold.apply(self.state, entry)
+            try:
+                self.state = self.fold.apply(self.state, entry)
+            except Exception as error:
+                raise Unfoldable(entry, error) from error
 
     def _checkpoint(self, entry: Entry) -> None:
         if self.resuming:
-            self.state = self.fold.restore(checkpoint_state(entry, self._chunks))
+            try:
+                self.state = self.fold.restore(checkpoint_state(entry, self._chunks))
+            except CheckpointMismatch:
+                raise
+            except Exception as error:
+                raise Unfoldable(entry, error) from error
             self.resuming, self._chunks = False, []
             return
         if self.fold.compact is not None:

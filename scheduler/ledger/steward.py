@@ -23,6 +23,10 @@ from scheduler.ledger.verify import Anchor, LedgerInvalid, Report, WitnessSeen, 
 
 CHUNK_BYTES = 4 << 20   # checkpoint state bytes per checkpoint_chunk receipt: half the core cap
 
+# the body is a map inside the core map: its depth counts from 1, so a body that
+# normalizes decodes again inside its core (dcbor.MAX_DEPTH counts the core too)
+BODY_DEPTH = 1
+
 
 class Prepared(NamedTuple):
     """An append checked and normalized, waiting for its turn to be signed."""
@@ -50,7 +54,7 @@ def prepare(kind: str, body: dict, time_ns: int | None = None, *, internal: bool
         raise dcbor.DcborError("unencodable", "a body is a map with text keys")
     if time_ns is not None and not (type(time_ns) is int and 0 <= time_ns < 1 << 64):
         raise ValueError("time_ns is a non-negative integer")
-    return Prepared(kind, dcbor.normalize(body), time_ns)
+    return Prepared(kind, dcbor.normalize(body, BODY_DEPTH), time_ns)
 
 
 def accepted(loss: Loss) -> Prepared:

@@ -3,11 +3,17 @@ separately, and the stream refused at its first broken entry with one reason.
 
 Per entry, in this order (the first failure is the entry's reason):
   decode         not the COSE_Sign1 layout, or a core outside the det-CBOR subset
-  non_canonical  a core that parses but does not re-encode to the same bytes
+  non_canonical  an envelope or core in the subset but not in its shortest form
   signature      no steward key, a foreign key id, or an Ed25519 failure
   profile        not a pool/1 core (fields, types, profile); receipt 0 not a genesis
   chain          prev is not the SHA-256 of the previous receipt's bytes
   sequence       seq is not the entry's index
+  body           the body is not its kind's documented shape (bodies.py), e.g. a
+                 genesis after receipt 0, a witness without a readable statement
+signatures_ok is false once a receipt's signature fails or cannot be checked
+(an envelope that does not parse, no steward key); chain_ok once a core cannot
+be read (decode, non_canonical, profile) or does not link. A `body` failure
+leaves both true: the receipt is the steward's and in its place, and wrong.
 For long streams each receipt's own checks (envelope, core, Ed25519) run in
 worker processes; the chain, which needs the order, is one pass in this one.
 """
@@ -23,13 +29,15 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from scheduler.ledger import cose, witness
+from scheduler.ledger.bodies import BodyCheck, CheckpointRun, wrong_body
 from scheduler.ledger.dcbor import DcborError
 from scheduler.ledger.keys import PublicKey
-from scheduler.ledger.receipts import (GENESIS, WITNESS, ZERO_HASH, Entry, ReceiptError, digest,
-                                       read_core)
+from scheduler.ledger.receipts import (GENESIS, LEDGER_KINDS, WITNESS, ZERO_HASH, Entry, ReceiptError,
+                                       digest, read_core)
 
-REASONS = ("decode", "non_canonical", "signature", "chain", "sequence", "profile")
-_ENTRY_ORDER = ("decode", "non_canonical", "signature", "profile", "chain", "sequence")
+REASONS = ("decode", "non_canonical", "signature", "chain", "sequence", "profile", "body")
+_ENTRY_ORDER = ("decode", "non_canonical", "signature", "profile", "chain", "sequence", "body")
+_READ_OR_LINK = frozenset({"decode", "non_canonical", "profile", "chain", "sequence"})   # chain_ok's
 _BATCH = 1024                  # receipts per job sent to a worker
 _PARALLEL_FROM = 2 * _BATCH    # shorter streams are checked in-process
 
@@ -93,8 +101,8 @@ class Examined(NamedTuple):
     faults: tuple[tuple[str, str], ...]   # (reason, detail)
 
 
-def examine(raw: bytes, key: PublicKey | None) -> Examined:
-    """Envelope, core and (with a key) signature of one receipt."""
+def examine(raw: bytes, key: PublicKey | None, bodies: BodyCheck | None = None) -> Examined:
+    """Envelope, core, (with a key) signature and body shape of one receipt."""
     try:
         message = cose.parse_whole(raw)
     except DcborError as exc:
@@ -105,6 +113,10 @@ def examine(raw: bytes, key: PublicKey | None) -> Examined:
     except ReceiptError as exc:
         entry, prev = None, b""
         faults.append((exc.reason, str(exc)))
+    else:
+        wrong = wrong_body(entry, bodies)
+        if wrong is not None:
+            faults.append(("body", wrong))
     if key is not None and message.key_id != key.key_id:
         faults.append(("signature", f"key id {message.key_id.hex()} is not the steward's"))
     elif key is not None and not key.verifies(message.signature, message.to_be_signed()):
@@ -112,13 +124,15 @@ def examine(raw: bytes, key: PublicKey | None) -> Examined:
     return Examined(digest(raw), entry, prev, tuple(faults))
 
 
-def _examine_batch(raw_key: bytes | None, batch: list[bytes], bodies: bool) -> list[Examined]:
-    """In a worker. Without `bodies` (nobody folds) only witness bodies travel back."""
+def _examine_batch(raw_key: bytes | None, batch: list[bytes], bodies: bool,
+                   check: BodyCheck | None) -> list[Examined]:
+    """In a worker. Without `bodies` (nobody folds) only the ledger's own kinds'
+    bodies travel back (the checks that need the sequence read them)."""
     key = PublicKey(raw_key) if raw_key else None
-    examined = [examine(raw, key) for raw in batch]
+    examined = [examine(raw, key, check) for raw in batch]
     if bodies:
         return examined
-    return [e if e.entry is None or e.entry.kind == WITNESS else e._replace(entry=e.entry._replace(body={}))
+    return [e if e.entry is None or e.entry.kind in LEDGER_KINDS else e._replace(entry=e.entry._replace(body={}))
             for e in examined]
 
 
@@ -135,8 +149,10 @@ class Verifier:
     the chain, the seq, the genesis, the witnesses, the first failure."""
 
     def __init__(self, key: PublicKey | None = None, anchor: Anchor | None = None,
-                 fetch: Callable[[int], bytes] | None = None) -> None:
+                 fetch: Callable[[int], bytes] | None = None, bodies: BodyCheck | None = None) -> None:
         self.key = key
+        self.bodies = bodies
+        self._run = CheckpointRun()
         self.index = anchor.index if anchor else 0
         self.start = self.index
         self._prev = anchor.prev if anchor else ZERO_HASH
@@ -153,7 +169,7 @@ class Verifier:
     def fail(self, index: int, reason: str, detail: str) -> None:
         if reason == "signature":
             self.signatures_ok = False
-        else:       # a core that cannot be read cannot be linked either
+        elif reason in _READ_OR_LINK:   # a core that cannot be read cannot be linked either
             self.chain_ok = False
         mark = (index, _ENTRY_ORDER.index(reason), reason, detail)
         if self._first_bad is None or mark < self._first_bad:
@@ -170,7 +186,7 @@ class Verifier:
     def feed(self, raw: bytes) -> Entry | None:
         if self.index == 0 and self.key is None:   # the genesis names the steward
             self.key = _named_key(examine(raw, None).entry)
-        return self.accept(examine(raw, self.key))
+        return self.accept(examine(raw, self.key, self.bodies))
 
     def accept(self, examined: Examined) -> Entry | None:
         """The entry, if nothing is wrong up to and including it."""
@@ -190,11 +206,15 @@ class Verifier:
             self._genesis(entry, examined.hash)
         if entry is not None:
             self._link(i, entry, examined.prev)
+            if not examined.faults:
+                wrong = self._run.wrong(entry)
+                if wrong is not None:
+                    self.fail(i, "body", wrong)
         self._prev = examined.hash
         if self._first_bad is not None and self._first_bad[0] <= i:
             return None
-        if entry.kind == WITNESS:
-            self._record_witness(i, entry.body.get("statement"))
+        if entry.kind == WITNESS:   # its body has the shape (bodies.py): a statement
+            self._witnesses.append((i, self._witness(entry.body["statement"], i)))
         return entry
 
     def _genesis(self, entry: Entry | None, this: bytes) -> None:
@@ -211,13 +231,8 @@ class Verifier:
         elif entry.seq != i:
             self.fail(i, "sequence", f"seq {entry.seq} at index {i}")
 
-    def _record_witness(self, at: int, statement: object) -> None:
-        self._witnesses.append((at, self._witness(statement, at)))
-
-    def _witness(self, statement: object, length: int) -> WitnessSeen:
+    def _witness(self, statement: bytes, length: int) -> WitnessSeen:
         try:
-            if type(statement) is not bytes:
-                raise witness.WitnessRejected("malformed", "a witness receipt without a statement")
             seen = witness.read_statement(statement)
         except witness.WitnessRejected as exc:
             return WitnessSeen(b"", 0, exc.code)
@@ -263,12 +278,14 @@ def _batches(items: Iterable[bytes]) -> Iterator[list[bytes]]:
 def verify(receipts: Iterable[bytes], key: PublicKey | None = None, *,
            witness_files: Iterable[bytes] = (), on_entry: Callable[[Entry], None] | None = None,
            workers: int | None = None, anchor: Anchor | None = None,
-           fetch: Callable[[int], bytes] | None = None) -> Report:
+           fetch: Callable[[int], bytes] | None = None, bodies: BodyCheck | None = None) -> Report:
     """Verify a stream; `on_entry` sees each entry in order until the first fault.
-    Without `key`, the genesis receipt names the steward. Past _PARALLEL_FROM
-    receipts, each receipt's own checks run in `workers` processes."""
+    Without `key`, the genesis receipt names the steward. The ledger's own kinds'
+    bodies are always checked; `bodies` (a module-level function: it travels
+    to the workers) checks the caller's. Past _PARALLEL_FROM receipts, each
+    receipt's own checks run in `workers` processes."""
     workers = (os.cpu_count() or 1) if workers is None else workers
-    verifier = Verifier(key, anchor, fetch)
+    verifier = Verifier(key, anchor, fetch, bodies)
     deliver = on_entry or (lambda entry: None)
     batches = _batches(receipts)
     for batch in batches:
@@ -292,7 +309,7 @@ def _in_parallel(verifier: Verifier, batches: Iterator[list[bytes]],
         pending: collections.deque = collections.deque()
         try:
             for batch in batches:
-                pending.append(pool.submit(_examine_batch, raw_key, batch, bodies))
+                pending.append(pool.submit(_examine_batch, raw_key, batch, bodies, verifier.bodies))
                 if len(pending) > 2 * workers and not _accept(verifier, pending, deliver):
                     return
             while pending and _accept(verifier, pending, deliver):

@@ -25,7 +25,7 @@ from protos import daemon
 from protos.pool.v1 import agent_pb2_grpc, claims_pb2_grpc, ops_pb2_grpc
 from protos.settings import ConfigError
 from scheduler.kernel import EventError, WorkerLiveness, period_roll
-from scheduler.ledger.fold import CheckpointMismatch, Fold
+from scheduler.ledger.fold import CheckpointMismatch, Fold, Unfoldable
 from scheduler.ledger.keys import KeyFileError, load_signing_key
 from scheduler.ledger.sqlite import SqliteStore
 from scheduler.ledger.steward import Steward
@@ -102,7 +102,7 @@ def open_ledger(config: SchedulerConfig, engine: Engine, accept_loss: bool = Fal
     except StoreFull:
         store.close()
         raise
-    except (LedgerInvalid, CheckpointMismatch) as exc:
+    except (LedgerInvalid, CheckpointMismatch, Unfoldable) as exc:
         store.close()
         raise StartupError(f"LEDGER_INVALID: ledger {path} does not verify: {exc}") from None
     except StoreError as exc:

@@ -14,7 +14,8 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from protos.pool.v1 import claims_pb2
-from scheduler.ledger.headrecord import path_for
+from scheduler.ledger import cose, keys, receipts
+from scheduler.ledger.sqlite import SqliteStore
 
 from .conftest import BIN, Scheduler, wait_for
 
@@ -209,3 +210,22 @@ def test_a_read_only_disk_is_refused_with_one_line(small_fs, cluster):
     s.stop()
     subprocess.run(["mount", "-o", "remount,ro", str(small_fs)], check=True)
     assert_refused(run_to_exit(s), "LEDGER_READ_ONLY")
+
+
+def test_a_signed_receipt_the_scheduler_cannot_read_is_refused_with_one_line(cluster):
+    """What a buggy or compromised steward could sign: verify names it, start-up does not crash on it."""
+    s = cluster()
+    s.register()
+    s.stop()
+    store = SqliteStore(s.ledger)
+    raws = list(store.read())
+    last = receipts.read_core(cose.parse_whole(raws[-1]).payload)[0]
+    forged = receipts.make(keys.load_signing_key(s.dir / "steward.key"), last.seq + 1, receipts.digest(raws[-1]),
+                           last.time_ns + 1, "claim_submitted", {"bogus": 1})
+    store.append(last.seq + 1, [("claim_submitted", forged.raw)])
+    store.close()
+    line = assert_refused(run_to_exit(s), "LEDGER_INVALID")
+    assert f"receipt {last.seq + 1}: body: claim_submitted" in line
+    report = s.poolctl("ledger", "verify", str(s.ledger), "-o", "json", check=False)
+    assert report.returncode == 1
+    assert '"reason": "body"' in report.stdout and f'"first_bad_index": {last.seq + 1}' in report.stdout

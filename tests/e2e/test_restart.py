@@ -15,6 +15,7 @@ from protos.pool.v1 import claims_pb2, types_pb2
 from scheduler.ledger.receipts import CHECKPOINT
 from scheduler.ledger.sqlite import SqliteStore
 from scheduler.ledger.verify import verify
+from scheduler.service import bodies as scheduler_bodies
 from scheduler.service.observed import WINDOWS, windows_from_body
 
 from .conftest import BIN, J, wait_for
@@ -86,7 +87,7 @@ def entries(path) -> list:
     found: list = []
     store = SqliteStore(path)
     try:
-        assert verify(store.read(), None, on_entry=found.append).valid
+        assert verify(store.read(), None, on_entry=found.append, bodies=scheduler_bodies.check).valid
     finally:
         store.close()
     return found
