@@ -10,19 +10,15 @@ Usage: .venv/bin/python bench/headrecord.py [--rounds N]
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
+from ledger import commit_rate as rate   # bench/ledger.py, beside this file
 from scheduler.ledger import keys
 from scheduler.ledger.sqlite import SqliteStore
-from scheduler.ledger.steward import Steward
-from scheduler.ledger.writer import GroupCommitWriter
-
-BODY = {"claim": "c-000123", "tenant": "research/vision", "hold_uj": 3_600_000_000_000, "units": 12}
 
 
 class Unrecorded(SqliteStore):
@@ -31,24 +27,6 @@ class Unrecorded(SqliteStore):
     def __init__(self, path: Path) -> None:
         super().__init__(path, create=True)
         self.record.write = lambda head: None
-
-
-def rate(store: SqliteStore, key: keys.SigningKey, total: int, appenders: int) -> float:
-    writer = GroupCommitWriter(Steward.open(store, key))
-
-    async def appender(count: int) -> None:
-        for _ in range(count):
-            await writer.append("claim.metered", BODY)
-
-    async def main() -> None:
-        await asyncio.gather(*(appender(total // appenders) for _ in range(appenders)))
-        await writer.close()
-
-    start = time.perf_counter()
-    asyncio.run(main())
-    seconds = time.perf_counter() - start
-    store.close()
-    return total / seconds
 
 
 def main() -> None:

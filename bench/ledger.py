@@ -53,7 +53,12 @@ def raw_rates(n: int) -> tuple[float, float]:
 
 
 def group_commit_rate(path: Path, key: keys.SigningKey, total: int, appenders: int) -> float:
-    steward = Steward.open(SqliteStore(path, create=True), key)
+    return commit_rate(SqliteStore(path, create=True), key, total, appenders)
+
+
+def commit_rate(store: SqliteStore, key: keys.SigningKey, total: int, appenders: int) -> float:
+    """Durable appends/s into `store` (closed after) from `appenders` concurrent appenders."""
+    steward = Steward.open(store, key)
     writer = GroupCommitWriter(steward)
 
     async def appender(count: int) -> None:

@@ -151,3 +151,24 @@ def test_8_mib_counts_the_core_payload_not_the_envelope(steward_key):
     assert receipts.read_core(cose.parse_whole(largest.raw).payload)[0].kind == "x"
     with pytest.raises(dcbor.DcborError, match="over"):
         core_of(dcbor.MAX_BYTES - overhead + 1)
+
+
+def test_a_file_that_is_neither_export_nor_store(tmp_path):
+    """Not SQLite: read as an export, invalid at receipt 0 (exit 1). SQLite but
+    not a Pool store: cannot be judged (exit 2). docs/LEDGER.md §6."""
+    import sqlite3
+    import subprocess
+    import sys
+    from pathlib import Path
+    poolctl = Path(sys.executable).with_name("poolctl")
+    (tmp_path / "notes.txt").write_text("not a ledger\n")
+    done = subprocess.run([str(poolctl), "ledger", "verify", str(tmp_path / "notes.txt"), "-o", "json"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and '"reason": "decode"' in done.stdout and '"first_bad_index": 0' in done.stdout
+    conn = sqlite3.connect(tmp_path / "other.db")
+    conn.execute("CREATE TABLE t (x)")
+    conn.commit()
+    conn.close()
+    done = subprocess.run([str(poolctl), "ledger", "verify", str(tmp_path / "other.db")],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stderr.startswith("poolctl: UNREADABLE: ") and done.stderr.count("\n") == 1
