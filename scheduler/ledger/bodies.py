@@ -106,8 +106,9 @@ class CheckpointRun:
             if index == 0:
                 self._start()
             elif index != self.count:
+                wrong = f"{CHECKPOINT_CHUNK}: index {index} follows {self.count} chunks"
                 self._start()
-                return f"{CHECKPOINT_CHUNK}: index {index} follows {self.count} chunks"
+                return wrong
             self.count, self.size = self.count + 1, self.size + len(data)
             self.hash.update(data)
             return None

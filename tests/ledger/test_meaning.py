@@ -172,3 +172,39 @@ def test_a_file_that_is_neither_export_nor_store(tmp_path):
     done = subprocess.run([str(poolctl), "ledger", "verify", str(tmp_path / "other.db")],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and done.stderr.startswith("poolctl: UNREADABLE: ") and done.stderr.count("\n") == 1
+
+
+def _chunked(digest=None, chunks=None, indexes=(0, 1)):
+    """Two chunks and their checkpoint, as the steward writes them (or forged)."""
+    import hashlib
+    data = [b"a" * 10, b"b" * 5]
+    body = {"chunks": len(data) if chunks is None else chunks, "size": 15,
+            "digest": digest or hashlib.sha256(b"".join(data)).digest(), "witnessed_length": 0,
+            "witness_key_id": None}
+    return [("checkpoint_chunk", {"index": i, "data": d}) for i, d in zip(indexes, data)] + [("checkpoint", body)]
+
+
+def test_a_chunked_checkpoint_written_by_the_steward_verifies(memory_store, steward_key):
+    from scheduler.ledger.steward import Steward
+    steward = Steward.open(memory_store, steward_key)
+    steward.append("m", {})
+    steward.checkpoint({"big": bytes(5 << 20)})   # two chunks
+    steward.append("m", {})
+    report = verify(memory_store.read(), steward_key.public, workers=1)
+    assert report.valid and report.length == 6, report
+
+
+@pytest.mark.parametrize("forged, at, needle", [
+    (_chunked(chunks=3), 4, "3 chunks signed, 2 right before it"),
+    (_chunked(digest=b"d" * 32), 4, "not the size and SHA-256 it signs"),
+    (_chunked(indexes=(0, 2)), 3, "index 2 follows 1 chunks"),
+    ([("checkpoint_chunk", {"index": 0, "data": "text"})], 2, "checkpoint_chunk: index is not a count"),
+])
+def test_a_checkpoint_whose_chunks_do_not_add_up_is_refused(build, steward_key, forged, at, needle):
+    report = check(build(filler(1) + forged + filler(1)), steward_key.public)
+    assert (report.reason, report.first_bad_index) == ("body", at) and needle in report.detail, report
+
+
+def test_chunks_a_crash_left_without_their_checkpoint_are_not_a_fault(build, steward_key):
+    stream = build(filler(1) + _chunked()[:1] + filler(1) + _chunked() + filler(1))
+    assert check(stream, steward_key.public).valid
