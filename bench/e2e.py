@@ -99,13 +99,23 @@ guarantee_mdev = {10**9 * len(TENANTS)}
 {tenants}"""
 
 
-@contextlib.contextmanager
-def scheduler(workdir: Path) -> Iterator[tuple[str, int]]:
-    """A pool-scheduler serving on loopback; terminated, then killed, on the way out."""
+def configure(workdir: Path) -> str:
+    """scheduler.toml on a free loopback port, and a steward key if there is none yet; the address."""
     address = f"127.0.0.1:{_free_port()}"
-    keys.write_pair(keys.generate(), workdir / "steward")
+    if not (workdir / "steward.key").exists():
+        keys.write_pair(keys.generate(), workdir / "steward")
     (workdir / "scheduler.toml").write_text(_config(workdir, address))
-    log = open(workdir / "scheduler.log", "w")
+    return address
+
+
+@contextlib.contextmanager
+def scheduler(workdir: Path, prepare: Callable[[], None] | None = None) -> Iterator[tuple[str, int]]:
+    """A pool-scheduler serving on loopback (after `prepare`, which may write
+    its ledger); terminated, then killed, on the way out."""
+    address = configure(workdir)
+    if prepare is not None:
+        prepare()
+    log = open(workdir / "scheduler.log", "a")
     process = subprocess.Popen([str(BIN / "pool-scheduler"), "--config", str(workdir / "scheduler.toml")],
                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:
@@ -212,6 +222,11 @@ def _batch(host: str, first_seq: int, size: int, t0: int) -> bytes:
     return agent_pb2.AgentMessage(batch=agent_pb2.WindowBatch(windows=windows)).SerializeToString()
 
 
+def registration(host: str) -> agent_pb2.RegisterRequest:
+    return agent_pb2.RegisterRequest(host_id=host, devices=_meters(host), window_ns=WINDOW_NS, capacity=types_pb2.Capacity(
+        resources=types_pb2.Resources(cpu_millis=10**9, memory_mb=10**9, disk_mb=10**9)))
+
+
 class FakeAgent:
     """A registered host with its stream open; occupancy pushes are read and dropped."""
 
@@ -222,9 +237,7 @@ class FakeAgent:
         self._progress = asyncio.Condition()
 
     async def connect(self) -> None:
-        await agent_pb2_grpc.AgentServiceStub(self.channel).Register(agent_pb2.RegisterRequest(
-            host_id=self.host, devices=_meters(self.host), window_ns=WINDOW_NS, capacity=types_pb2.Capacity(
-                resources=types_pb2.Resources(cpu_millis=10**9, memory_mb=10**9, disk_mb=10**9))))
+        await agent_pb2_grpc.AgentServiceStub(self.channel).Register(registration(self.host))
         self.call = self.channel.stream_stream(STREAM, response_deserializer=agent_pb2.SchedulerMessage.FromString)()
         await self.call.write(agent_pb2.AgentMessage(hello=agent_pb2.Hello(host_id=self.host)).SerializeToString())
         self._reader = asyncio.create_task(self._read())

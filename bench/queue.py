@@ -1,0 +1,260 @@
+"""What a call costs with a deep pending queue (issue 13), in one run, against
+a real pool-scheduler subprocess on loopback:
+
+  Submit p50 / p99 with 0, 1,000, 10,000 (and, without --quick, 100,000)
+      claims pending (target: p99 at 10,000 <= 2 x p99 at 0),
+  durable Submit rate with 16 in flight at each depth, as a ratio to the
+      rate with none pending (target at 10,000: >= 80 %),
+  Release p99 with the queue at depth, each release admitting a pending
+      claim (target at 10,000: <= 20 ms),
+  start-up at 1,000,000 receipts with 100,000 claims, from a checkpoint
+      (target <= 10 s; --startup-receipts to change the size, 0 to skip).
+
+The pending claims wait for a GPU: one host with 8 GPUs, each held by a
+claim of a whole GPU, and every pending claim asks for a whole GPU too
+(NO_ELIGIBLE_WORKER). They are written into the ledger before the scheduler
+starts (with a checkpoint, so start-up is quick), exactly the receipts that
+submitting them would have made. A measured Submit is a CPU-only claim of
+another tenant, admitted at once; its client then releases it (not timed):
+nothing it frees can admit a waiting claim. A measured Release ends the
+claim holding a GPU, which admits the first waiting claim (the next one
+released).
+
+Usage: .venv/bin/python bench/queue.py [--quick] [--startup-receipts N] [--startup-claims N] [--startup-only]
+"""
+
+from __future__ import annotations
+
+import sys
+
+# Run as a script, bench/ is sys.path[0] and this file would stand in for the
+# standard library's `queue` (concurrent.futures imports it): load that first.
+_here = sys.path.pop(0)
+import queue  # noqa: E402,F401
+sys.path.insert(0, _here)
+
+import argparse  # noqa: E402
+import asyncio  # noqa: E402
+import os  # noqa: E402
+import shlex  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import grpc
+
+from e2e import GPUS, TENANTS, FakeAgent, closed_loop, configure, ms, registration, scheduler, timed  # bench/e2e.py
+from ledger import line                                                        # bench/ledger.py
+from protos.pool.v1 import claims_pb2, claims_pb2_grpc, types_pb2
+from scheduler import kernel
+from scheduler.kernel import ClaimSpec, Resources, WorkerRegistered
+from scheduler.ledger.keys import load_signing_key
+from scheduler.ledger.sqlite import SqliteStore
+from scheduler.ledger.steward import Steward, prepare
+from scheduler.service import config as configuration
+from scheduler.service.convert import worker_from
+from scheduler.service.engine import Engine
+from scheduler.service.observed import WINDOWS, Windows, windows_body
+
+ADMITTED = types_pb2.ClaimState.Value("ADMITTED")
+HOST = "bench-0"
+WAITING, MEASURED = TENANTS[0], TENANTS[1]
+
+
+def gpu_claim(claim_id: str) -> ClaimSpec:
+    return ClaimSpec(claim_id, WAITING, Resources(gpu_mdev=1000), estimate_uj=1)
+
+
+class Builder:
+    """Receipts straight into a ledger: the kernel's events as the service
+    would record them, folded by an Engine as replay folds them (so that the
+    checkpoint holds what a scheduler would have)."""
+
+    def __init__(self, workdir: Path) -> None:
+        config = configuration.load(workdir / "scheduler.toml")
+        self.steward = Steward.open(SqliteStore(config.ledger.path, create=True),
+                                    load_signing_key(config.ledger.steward_key))
+        self.engine = Engine(config.splits_retention)
+        self.state = kernel.ClusterState()   # ahead of the engine by what is not yet committed
+        self.batch: list = []
+        self.add([config.config_event()])
+
+    def add(self, events) -> None:
+        for event in events:
+            self.state = kernel.apply(self.state, event)
+            self.add_raw(event.kind, event.to_body())
+
+    def add_raw(self, kind: str, body: dict) -> None:
+        self.batch.append(prepare(kind, body))
+        if len(self.batch) >= 5000:
+            self.flush()
+
+    def flush(self) -> None:
+        for receipt in self.steward.commit(self.batch) if self.batch else ():
+            self.engine.replay_entry(self.engine, receipt.entry)
+        self.batch = []
+
+    def submit(self, specs) -> None:
+        """ClaimSubmitted for each, as Submit records them, with no pass judging them."""
+        for spec in specs:
+            event = kernel.submit(self.state, spec)
+            assert isinstance(event, kernel.ClaimSubmitted), event
+            self.add([event])
+
+    def decide(self) -> None:
+        self.add(kernel.schedule(self.state, time.time_ns()).events)
+
+    def checkpoint(self) -> None:
+        self.flush()
+        self.steward.checkpoint(self.engine.snapshot())
+
+    def close(self) -> None:
+        self.flush()
+        self.steward.close()
+
+
+def queue_ledger(workdir: Path, depth: int) -> None:
+    """The host with every GPU held, and `depth` claims waiting for one."""
+    build = Builder(workdir)
+    build.add([WorkerRegistered(worker_from(registration(HOST), None))])
+    build.submit(gpu_claim(f"hold-{i}") for i in range(GPUS))
+    build.decide()
+    assert all(build.state.claims[f"hold-{i}"].state is kernel.ClaimState.ADMITTED for i in range(GPUS))
+    build.submit(gpu_claim(f"wait-{i}") for i in range(depth))   # judged by start-up's first pass
+    build.checkpoint()
+    build.close()
+
+
+class Depth:
+    def __init__(self, depth: int, startup_s: float, submit_seq, submit_conc, release) -> None:
+        self.depth, self.startup_s = depth, startup_s
+        self.submit_seq, self.submit_conc, self.release = submit_seq, submit_conc, release
+
+
+async def measure(address: str, pid: int, depth: int, seconds: float) -> tuple:
+    async with grpc.aio.insecure_channel(address) as channel:
+        agent = FakeAgent(channel, HOST)
+        await agent.connect()
+        claims = claims_pb2_grpc.ClaimsStub(channel)
+
+        def submit(prefix: str):
+            return lambda i: claims.Submit(claims_pb2.SubmitRequest(
+                claim_id=f"{prefix}-{i}", tenant=MEASURED, resources=types_pb2.Resources(cpu_millis=1),
+                estimate_uj=1))
+
+        def release(prefix: str):
+            return lambda i: claims.Release(claims_pb2.ReleaseRequest(claim_id=f"{prefix}-{i}"))
+
+        admitted = lambda status: status.state == ADMITTED   # noqa: E731
+        sequential = await timed(pid, closed_loop(submit("seq"), admitted, seconds, 1, release("seq")))
+        concurrent = await timed(pid, closed_loop(submit("conc"), admitted, seconds, 16, release("conc")))
+        # each release frees a GPU, which admits the first waiting claim: the next one released
+        order = [f"hold-{i}" for i in range(GPUS)] + [f"wait-{i}" for i in range(depth)]
+        releases = await timed(pid, release_in_order(claims, order, seconds))
+        await agent.close()
+    return sequential, concurrent, releases
+
+
+async def release_in_order(claims: claims_pb2_grpc.ClaimsStub, order: list[str], seconds: float
+                           ) -> tuple[list[float], int]:
+    """One at a time, for `seconds` or until `order` runs out."""
+    latencies: list[float] = []
+    deadline = time.perf_counter() + seconds
+    for claim_id in order:
+        start = time.perf_counter()
+        if start > deadline:
+            break
+        await claims.Release(claims_pb2.ReleaseRequest(claim_id=claim_id))
+        latencies.append(time.perf_counter() - start)
+    return latencies, len(latencies)
+
+
+def startup_ledger(workdir: Path, receipts: int, claims: int) -> None:
+    """`receipts` receipts holding `claims` claims, a tenth of them open and the
+    rest released in the current (lifetime) period, so that a checkpoint keeps
+    them all; the rest of the ledger is window batches from the host; the
+    last checkpoint 1,000 receipts from the end, then more claims."""
+    build = Builder(workdir)
+    host = registration(HOST)
+    build.add([WorkerRegistered(worker_from(host, None))])
+    now = time.time_ns()
+    for at in range(0, claims, 1000):
+        specs = [ClaimSpec(f"c-{i}", TENANTS[i % len(TENANTS)], Resources(cpu_millis=1), estimate_uj=1)
+                 for i in range(at, min(at + 1000, claims))]
+        build.submit(specs)
+        build.decide()
+        build.add([kernel.release(build.state, s.claim_id, now) for i, s in enumerate(specs) if i % 10])
+    devices = [d.device_id for d in host.devices]
+    seq = 0
+    while build.steward.length + len(build.batch) < receipts - 1000:
+        seq += 1
+        start = now + seq * 1_000_000_000
+        build.add_raw(WINDOWS, windows_body(HOST, Windows(
+            [devices[seq % len(devices)]], [seq], [start], [start + 1_000_000_000], [1000], ["HwShunt"], [1],
+            ["unallocated"], [1000], ["HwShunt"])))
+    build.checkpoint()
+    build.submit(ClaimSpec(f"t-{i}", TENANTS[1], Resources(cpu_millis=1), estimate_uj=1) for i in range(495))
+    build.decide()
+    build.close()
+
+
+def ledger_length(path: Path) -> int:
+    store = SqliteStore(path)
+    try:
+        return store.length()
+    finally:
+        store.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="depths up to 10,000, shorter phases")
+    parser.add_argument("--startup-receipts", type=int, default=1_000_000, help="0: skip the start-up figure")
+    parser.add_argument("--startup-claims", type=int, default=100_000)
+    parser.add_argument("--startup-only", action="store_true", help="only the start-up figure")
+    args = parser.parse_args()
+    depths = () if args.startup_only else (0, 1_000, 10_000) if args.quick else (0, 1_000, 10_000, 100_000)
+    seconds = 3.0 if args.quick else 8.0
+    print(f"cores: {os.cpu_count()}   load average: {os.getloadavg()[0]:.2f}   "
+          f"command: {shlex.join([sys.executable, *sys.argv])}")
+    print("ratios: rates measured / the same at depth 0; latencies measured / budget")
+    results = []
+    for depth in depths:
+        with tempfile.TemporaryDirectory(prefix="pool-queue-", dir=os.environ.get("BENCH_DIR")) as tmp:
+            workdir = Path(tmp)
+            start = time.perf_counter()
+            with scheduler(workdir, prepare=lambda: queue_ledger(workdir, depth)) as (address, pid):
+                startup_s = time.perf_counter() - start
+                results.append(Depth(depth, startup_s, *asyncio.run(measure(address, pid, depth, seconds))))
+        print(f"(depth {depth:,}: built and started in {startup_s:.1f} s)", flush=True)
+    base = results[0] if results else None
+    for r in results:
+        line(f"Submit p50 / p99, {r.depth:,} pending", f"{ms(r.submit_seq.pct(0.5))} / {ms(r.submit_seq.pct(0.99))}",
+             "p99 <= 2 x p99 at 0" if r.depth == 10_000 else "",
+             r.submit_seq.pct(0.99) / (2 * base.submit_seq.pct(0.99)) if r.depth == 10_000 else None)
+    for r in results:
+        line(f"durable Submit rate, 16 in flight, {r.depth:,} pending", f"{r.submit_conc.rate:,.0f}/s",
+             f"vs {base.submit_conc.rate:,.0f}/s at 0" + (" (>= 80 %)" if r.depth == 10_000 else ""),
+             r.submit_conc.rate / base.submit_conc.rate)
+    for r in results:
+        line(f"Release p50 / p99 (admits one), {r.depth:,} pending",
+             f"{ms(r.release.pct(0.5))} / {ms(r.release.pct(0.99))}", "p99 <= 20 ms" if r.depth else "",
+             r.release.pct(0.99) / 0.020 if r.depth else None)
+    if args.startup_receipts:
+        with tempfile.TemporaryDirectory(prefix="pool-startup-", dir=os.environ.get("BENCH_DIR")) as tmp:
+            workdir = Path(tmp)
+            built = time.perf_counter()
+            configure(workdir)
+            startup_ledger(workdir, args.startup_receipts, args.startup_claims)
+            built = time.perf_counter() - built
+            start = time.perf_counter()
+            with scheduler(workdir):   # Popen to SERVING, as an operator waits for it
+                serving = time.perf_counter() - start
+            length = ledger_length(workdir / "ledger.sqlite")
+        print(f"(start-up ledger built in {built:.0f} s)")
+        line(f"start-up, {length:,} receipts, {args.startup_claims:,} claims, from a checkpoint",
+             f"{serving:.2f} s", "<= 10 s", serving / 10)
+
+
+if __name__ == "__main__":
+    main()
