@@ -20,26 +20,22 @@ nothing it frees can admit a waiting claim. A measured Release ends the
 claim holding a GPU, which admits the first waiting claim (the next one
 released).
 
-Usage: .venv/bin/python bench/queue.py [--quick] [--startup-receipts N] [--startup-claims N] [--startup-only]
+(Not bench/queue.py: with bench/ first on sys.path, as for every bench script,
+a file of that name would stand in for the standard library's `queue`.)
+
+Usage: .venv/bin/python bench/queue_depth.py [--quick] [--startup-receipts N] [--startup-claims N] [--startup-only]
 """
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import os
+import shlex
 import sys
-
-# Run as a script, bench/ is sys.path[0] and this file would stand in for the
-# standard library's `queue` (concurrent.futures imports it): load that first.
-_here = sys.path.pop(0)
-import queue  # noqa: E402,F401
-sys.path.insert(0, _here)
-
-import argparse  # noqa: E402
-import asyncio  # noqa: E402
-import os  # noqa: E402
-import shlex  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
+import tempfile
+import time
+from pathlib import Path
 
 import grpc
 
