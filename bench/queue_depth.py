@@ -54,6 +54,7 @@ from scheduler.service.observed import WINDOWS, Windows, windows_body
 
 ADMITTED = types_pb2.ClaimState.Value("ADMITTED")
 HOST = "bench-0"
+STARTUP_HOSTS = 200   # 64 cores each: the start-up ledger's 10,000 open claims fit with room
 WAITING, MEASURED = TENANTS[0], TENANTS[1]
 
 
@@ -166,30 +167,33 @@ async def release_in_order(claims: claims_pb2_grpc.ClaimsStub, order: list[str],
 
 
 def startup_ledger(workdir: Path, receipts: int, claims: int) -> None:
-    """`receipts` receipts holding `claims` claims, a tenth of them open and the
-    rest released in the current (lifetime) period, so that a checkpoint keeps
-    them all; the rest of the ledger is window batches from the host; the
-    last checkpoint 1,000 receipts from the end, then more claims."""
+    """`receipts` receipts holding `claims` claims of a core each, on hosts of
+    64 cores: a tenth of the claims open, the rest released in the current
+    (lifetime) period, so that a checkpoint keeps them all; the rest of the
+    ledger is window batches from a host; the last checkpoint 1,000 receipts
+    from the end, then more claims."""
     build = Builder(workdir)
-    host = registration(HOST)
-    build.add([WorkerRegistered(worker_from(host, None))])
+    hosts = [registration(f"host-{h}") for h in range(STARTUP_HOSTS)]
+    for host in hosts:
+        host.capacity.resources.cpu_millis = 64_000
+    build.add([WorkerRegistered(worker_from(host, None)) for host in hosts])
     now = time.time_ns()
     for at in range(0, claims, 1000):
-        specs = [ClaimSpec(f"c-{i}", TENANTS[i % len(TENANTS)], Resources(cpu_millis=1), estimate_uj=1)
+        specs = [ClaimSpec(f"c-{i}", TENANTS[i % len(TENANTS)], Resources(cpu_millis=1000), estimate_uj=1)
                  for i in range(at, min(at + 1000, claims))]
         build.submit(specs)
         build.decide()
         build.add([kernel.release(build.state, s.claim_id, now) for i, s in enumerate(specs) if i % 10])
-    devices = [d.device_id for d in host.devices]
+    devices = [d.device_id for d in hosts[0].devices]
     seq = 0
     while build.steward.length + len(build.batch) < receipts - 1000:
         seq += 1
         start = now + seq * 1_000_000_000
-        build.add_raw(WINDOWS, windows_body(HOST, Windows(
+        build.add_raw(WINDOWS, windows_body(hosts[0].host_id, Windows(
             [devices[seq % len(devices)]], [seq], [start], [start + 1_000_000_000], [1000], ["HwShunt"], [1],
             ["unallocated"], [1000], ["HwShunt"])))
     build.checkpoint()
-    build.submit(ClaimSpec(f"t-{i}", TENANTS[1], Resources(cpu_millis=1), estimate_uj=1) for i in range(495))
+    build.submit(ClaimSpec(f"t-{i}", TENANTS[1], Resources(cpu_millis=1000), estimate_uj=1) for i in range(495))
     build.decide()
     build.close()
 

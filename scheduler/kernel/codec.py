@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import operator
 import types
 import typing
+from collections.abc import Callable
 from enum import Enum
 from typing import Any
 
@@ -29,34 +31,73 @@ def _hints(cls: type) -> dict[str, Any]:
 
 
 def encode(value: Any) -> Any:
-    if isinstance(value, Enum):
-        return value.name
-    if _is_record(type(value)):
-        return {name: encode(getattr(value, name)) for name in _hints(type(value))}
-    if isinstance(value, tuple):
-        return [encode(v) for v in value]
-    if value is None or isinstance(value, _SCALARS):
-        return value
-    raise TypeError(f"cannot encode {type(value).__name__} in a body")
+    return _encoder(type(value))(value)
 
 
 def decode(hint: Any, body: Any) -> Any:
+    return _decoder(hint)(body)
+
+
+# The two are compiled once per type from its hints into a closure per field,
+# so a value costs its fields' calls rather than a walk of its type hints
+# (a checkpoint decodes every claim). tests/kernel/test_records.py checks
+# them against the walk they replace, kept there as the reference.
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+@functools.cache
+def _encoder(cls: type) -> Callable[[Any], Any]:
+    if issubclass(cls, Enum):
+        return operator.attrgetter("name")
+    if _is_record(cls):
+        names = tuple(_hints(cls))
+        return lambda value: {name: encode(getattr(value, name)) for name in names}
+    if issubclass(cls, tuple):
+        return lambda value: [encode(v) for v in value]
+    if cls is type(None) or issubclass(cls, _SCALARS):
+        return _identity
+
+    def refuse(value: Any) -> Any:
+        raise TypeError(f"cannot encode {cls.__name__} in a body")
+    return refuse
+
+
+@functools.cache
+def _decoder(hint: Any) -> Callable[[Any], Any]:
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
-        options = [a for a in typing.get_args(hint) if a is not type(None)]
-        return None if body is None else decode(options[0], body)
+        option = _decoder([a for a in typing.get_args(hint) if a is not type(None)][0])
+        return lambda body: None if body is None else option(body)
     if origin is tuple:
-        (item, _ellipsis) = typing.get_args(hint)
-        return tuple(decode(item, v) for v in _expect(body, list))
+        item = _decoder(typing.get_args(hint)[0])
+        return lambda body: tuple(map(item, _expect(body, list)))
     if isinstance(hint, type) and issubclass(hint, Enum):
-        return hint[_expect(body, str)]
+        return lambda body: hint[_expect(body, str)]
     if _is_record(hint):
-        return from_body(hint, body)
+        return _record_decoder(hint)
     if hint is int:
-        if isinstance(body, bool) or not isinstance(body, int):
-            raise ValueError(f"expected an integer, got {body!r}")
-        return body
-    return _expect(body, hint)
+        return _integer
+    return lambda body: _expect(body, hint)
+
+
+def _integer(body: Any) -> int:
+    if isinstance(body, bool) or not isinstance(body, int):
+        raise ValueError(f"expected an integer, got {body!r}")
+    return body
+
+
+def _record_decoder(cls: type) -> Callable[[Any], Any]:
+    fields = tuple((name, _decoder(hint)) for name, hint in _hints(cls).items())
+    names = frozenset(name for name, _ in fields)
+
+    def record(body: Any) -> Any:
+        body = _expect(body, dict)
+        if not names.issuperset(body):
+            raise ValueError(f"{cls.__name__}: unknown fields {sorted(set(body) - names)}")
+        return cls(**{name: field(body[name]) for name, field in fields if name in body})
+    return record
 
 
 def _expect(body: Any, kind: type) -> Any:
@@ -66,9 +107,4 @@ def _expect(body: Any, kind: type) -> Any:
 
 
 def from_body(cls: type, body: Any) -> Any:
-    fields = _hints(cls)
-    body = _expect(body, dict)
-    unknown = set(body) - set(fields)
-    if unknown:
-        raise ValueError(f"{cls.__name__}: unknown fields {sorted(unknown)}")
-    return cls(**{name: decode(hint, body[name]) for name, hint in fields.items() if name in body})
+    return _decoder(cls)(body)

@@ -48,7 +48,7 @@ def checkpoint_state(entry: Entry, chunks: list[bytes]) -> Any:
                                  f"are not the {body['chunks']} chunks of {body['size']} bytes with the SHA-256 "
                                  "it signs")
     try:
-        return dcbor.decode(data, limit=None)
+        return dcbor.decode_authenticated(data)
     except dcbor.DcborError as exc:
         raise CheckpointMismatch(f"checkpoint {entry.seq}: its state is not det-CBOR: {exc}") from None
 
