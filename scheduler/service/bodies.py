@@ -17,11 +17,12 @@ from scheduler.ledger.receipts import CHECKPOINT
 from scheduler.service.engine import Engine
 from scheduler.service.observed import GRADES, WINDOWS, Windows
 
+# each column's values; per window unless in _PER_SHARE. `gap` and `lost` are
+# optional (only in a batch with a gap). A column added to Windows later and
+# not named here is only checked to be a list.
 _PER_WINDOW = {"device": str, "seq": int, "start_ns": int, "end_ns": int, "uj": (int, None), "grade": GRADES,
-               "shares": int}
+               "shares": int, "gap": (str, None), "lost": int}
 _PER_SHARE = {"occupant": str, "share_uj": int, "share_grade": GRADES}
-assert tuple(_PER_WINDOW) + tuple(_PER_SHARE) == Windows._fields
-
 
 def check(kind: str, body: dict[str, Any]) -> str | None:
     """None when the body is what the scheduler writes for `kind`, else why not."""
@@ -60,18 +61,21 @@ def _fits(value: Any, shape: Any) -> bool:
 
 
 def _windows(body: dict[str, Any]) -> str | None:
-    if set(body) != {"worker", *Windows._fields} or type(body["worker"]) is not str:
-        return f"the fields are not worker and {', '.join(Windows._fields)}"
-    columns = [body[name] for name in Windows._fields]
-    if not all(type(column) is list for column in columns):
+    optional = set(Windows._field_defaults)
+    required = {"worker", *Windows._fields} - optional
+    if not required <= set(body) <= required | optional or type(body["worker"]) is not str:
+        return f"the fields are not worker and {', '.join(Windows._fields)} (the last {len(optional)} optional)"
+    columns = {name: body[name] for name in Windows._fields if name in body}
+    if not all(type(column) is list for column in columns.values()):
         return "a column is not a list"
     windows, shares = len(body["seq"]), body["shares"]
-    for name, shape in (*_PER_WINDOW.items(), *_PER_SHARE.items()):
-        if not all(_fits(value, shape) for value in body[name]):
+    for name, column in columns.items():
+        shape = _PER_WINDOW.get(name) or _PER_SHARE.get(name)
+        if shape is not None and not all(_fits(value, shape) for value in column):
             return f"{name} holds a value of the wrong type"
-    if any(len(body[name]) != windows for name in _PER_WINDOW):
+    if any(len(column) != windows for name, column in columns.items() if name in _PER_WINDOW):
         return "the per-window columns differ in length"
-    if any(len(body[name]) != sum(shares) for name in _PER_SHARE):
+    if any(len(column) != sum(shares) for name, column in columns.items() if name in _PER_SHARE):
         return "the share columns do not hold the shares the windows count"
     if any(a >= b for a, b in zip(body["seq"], body["seq"][1:])):
         return "seq does not increase"
