@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,8 +19,21 @@ from protos import settings
 from protos.settings import ConfigError, natural, positive
 from scheduler.kernel import ConfigApplied, IdlePolicy, Tenant, TreeError, WorkClass, load_tree
 from scheduler.ledger import dcbor
+from scheduler.ledger.keys import KeyFileError, PublicKey, load_public_key
+from scheduler.service.principal import INSECURE, ROLES, SCHEDULER, Principal
+
+RESERVED_PRINCIPALS = (SCHEDULER.name, INSECURE.name)
 
 DEFAULT_PATH = Path("/etc/pool/scheduler.toml")
+
+
+@dataclass(frozen=True)
+class Tls:
+    """[server.tls]: PEM files, re-read on SIGHUP."""
+
+    cert: Path
+    key: Path
+    client_ca: Path | None = None   # set: every caller must present a certificate this CA signed
 
 
 @dataclass(frozen=True)
@@ -28,12 +42,24 @@ class Server:
     metrics: str = "127.0.0.1:9470"    # "" disables /metrics
     log_level: str = "info"
     advertise: str = ""                # the address standbys name in NOT_LEADER; "": listen
+    tls: Tls | None = None
+    insecure: bool = False             # development only: plaintext, loopback only, every caller an operator
+
+
+@dataclass(frozen=True)
+class PrincipalEntry:
+    """[principals.NAME]: NAME is a certificate's subject CN."""
+
+    role: str
+    tenants: tuple[str, ...] = ()     # for a tenant: the subtrees it may act in and read
 
 
 @dataclass(frozen=True)
 class Ledger:
     path: Path = Path("/var/lib/pool/ledger.sqlite")
     steward_key: Path = Path("/etc/pool/steward.key")
+    # trusted witnesses' Ed25519 public keys: each a key file (PEM, raw or hex) or 64 hex digits
+    witness_keys: tuple[str, ...] = ()
     checkpoint_every: int = 10_000   # receipts between signed checkpoints (start-up replays the tail); 0: none
     store: str = "sqlite"            # or "postgresql": a shared ledger, a leader and standbys
     dsn: str = ""                    # libpq connection string (postgresql); the password from PGPASSFILE/PGPASSWORD
@@ -67,6 +93,7 @@ class SchedulerConfig:
     idle: IdlePolicy = IdlePolicy()
     workers: Mapping[str, WorkerOverride] = field(default_factory=dict)
     splits_retention: int = 200_000   # split rows kept in memory for `poolctl splits`
+    principals: Mapping[str, PrincipalEntry] = field(default_factory=dict)
 
     def config_event(self) -> ConfigApplied:
         """The configuration as the kernel records it, with a digest of its body."""
@@ -106,7 +133,63 @@ CHECKS = {
     "idle.window_ns": natural, "idle.thresholds.uw": natural,
     **{f"workers.{k}": natural for k in ("cpu_millis", "memory_mb", "disk_mb", "max_concurrency")},
     "splits_retention": positive,
+    "principals.role": lambda v: v in ROLES or f"must be one of {', '.join(ROLES)}",
 }
+
+
+def is_loopback(address: str) -> bool:
+    host = address.rpartition(":")[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _check_security(config: SchedulerConfig, where: str) -> None:
+    server = config.server
+    if server.insecure and server.tls is not None:
+        raise ConfigError(f"{where}: server.insecure and [server.tls] exclude each other: choose one")
+    if server.insecure and not is_loopback(server.listen):
+        raise ConfigError(f"{where}: server.insecure may only listen on a loopback address, not {server.listen!r}")
+    if not server.insecure and server.tls is None:
+        raise ConfigError(f"{where}: [server.tls] (cert, key, client_ca) is required; "
+                          "for development on loopback only, set [server] insecure = true")
+    nodes = {t.name for t in config.tenants}
+    for name, entry in config.principals.items():
+        if name in RESERVED_PRINCIPALS:
+            raise ConfigError(f"{where}: principals.{name}: the name {name!r} is reserved")
+        if entry.role == "tenant" and not entry.tenants:
+            raise ConfigError(f"{where}: principals.{name}.tenants: a tenant principal needs at least one tenant")
+        if entry.role != "tenant" and entry.tenants:
+            raise ConfigError(f"{where}: principals.{name}.tenants: only a tenant principal has tenants")
+        unknown = [t for t in entry.tenants if t not in nodes]
+        if unknown:
+            raise ConfigError(f"{where}: principals.{name}.tenants: {unknown[0]!r} is not in the tenant tree")
+    for key in config.ledger.witness_keys:
+        try:
+            witness_key(key)
+        except KeyFileError as exc:
+            raise ConfigError(f"{where}: ledger.witness_keys: {exc}") from None
+
+
+def witness_key(text: str) -> PublicKey:
+    """A trusted witness key as configured: 64 hex digits, or a key file."""
+    if len(text) == 64:
+        try:
+            return PublicKey(bytes.fromhex(text))
+        except ValueError:
+            pass
+    return load_public_key(text)
+
+
+def trusted_witnesses(config: SchedulerConfig) -> frozenset[PublicKey]:
+    return frozenset(witness_key(k) for k in config.ledger.witness_keys)
+
+
+def principals(config: SchedulerConfig) -> dict[str, Principal]:
+    return {name: Principal(name, e.role, e.tenants) for name, e in config.principals.items()}
 
 
 def validate(config: SchedulerConfig, where: str) -> SchedulerConfig:
@@ -114,6 +197,7 @@ def validate(config: SchedulerConfig, where: str) -> SchedulerConfig:
         load_tree(config.tenants)
     except TreeError as exc:
         raise ConfigError(f"{where}: tenants: {exc}") from None
+    _check_security(config, where)
     names = [c.name for c in config.work_classes]
     if len(set(names)) != len(names) or "" in names:
         raise ConfigError(f"{where}: work_classes: every class needs a distinct, non-empty name")

@@ -34,12 +34,14 @@ from scheduler.ledger.verify import LedgerInvalid
 from scheduler.ledger.writer import GroupCommitWriter
 from scheduler.service import config as configuration
 from scheduler.service.agents import AgentServicer
+from scheduler.service.authz import Authorizer
 from scheduler.service.claims import ClaimsServicer
 from scheduler.service.config import SchedulerConfig
 from scheduler.service.engine import Engine, LedgerFailed
 from scheduler.service.leader import Leadership
 from scheduler.service.metrics import SchedulerMetrics
 from scheduler.service.ops import OperationsServicer
+from scheduler.service.tls import ReloadableTls, TlsFileError
 
 log = logging.getLogger("pool.scheduler")
 SERVICES = ("pool.v1.Claims", "pool.v1.AgentService", "pool.v1.Operations", "")
@@ -119,9 +121,14 @@ class Scheduler:
         self.accept_ledger_loss = accept_ledger_loss
         self.metrics = SchedulerMetrics()
         self.engine = Engine(config.splits_retention, config.ledger.checkpoint_every)
+        self.engine.witness_keys = configuration.trusted_witnesses(config)
         self.health = HealthServicer()
         self.agents = AgentServicer(self.engine, config, self.metrics)
-        self.server = grpc.aio.server()
+        self.authorizer = Authorizer(configuration.principals(config), insecure=config.server.insecure,
+                                     state=lambda: self.engine.state if self.engine.ready else None,
+                                     on_refused=lambda code: self.engine.on_refused(code))
+        self.tls = ReloadableTls(config.server.tls) if config.server.tls else None
+        self.server = grpc.aio.server(interceptors=[self.authorizer])
         claims_pb2_grpc.add_ClaimsServicer_to_server(ClaimsServicer(self.engine), self.server)
         agent_pb2_grpc.add_AgentServiceServicer_to_server(self.agents, self.server)
         ops_pb2_grpc.add_OperationsServicer_to_server(OperationsServicer(self.engine, self.agents), self.server)
@@ -138,9 +145,35 @@ class Scheduler:
         for service in SERVICES:
             await self.health.set(service, status)
 
+    def _listen(self) -> None:
+        listen = self.config.server.listen
+        if self.tls is None:   # config.validate allows this only on loopback
+            log.warning("INSECURE MODE: plaintext on %s and every caller is an operator; "
+                        "for development only (docs/OPERATIONS.md, Security)", listen)
+            self.metrics.insecure.set(1)
+            port = self.server.add_insecure_port(listen)
+        else:
+            port = self.server.add_secure_port(listen, self.tls.credentials())
+        if not port:
+            raise StartupError(f"cannot listen on {listen}")
+
+    def reload(self, path: Path) -> None:
+        """SIGHUP: [principals], [ledger] witness_keys and the TLS files, read
+        again; anything wrong leaves what is in force and says why."""
+        try:
+            config = configuration.load(path)
+            if self.tls is not None and config.server.tls is not None:
+                self.tls.reload(config.server.tls)
+        except (ConfigError, TlsFileError) as exc:
+            log.error("reload refused, nothing changed: %s", exc)
+            return
+        self.authorizer.principals = configuration.principals(config)
+        self.engine.witness_keys = configuration.trusted_witnesses(config)
+        log.info("reloaded %s: %d principals, %d witness keys%s", path, len(config.principals),
+                 len(self.engine.witness_keys), ", TLS files" if self.tls else "")
+
     async def start(self) -> None:
-        if not self.server.add_insecure_port(self.config.server.listen):
-            raise StartupError(f"cannot listen on {self.config.server.listen}")
+        self._listen()
         await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
         await self.server.start()
         if self.config.server.metrics:
@@ -239,12 +272,17 @@ class Scheduler:
             self.engine.writer.steward.close()
 
 
-async def serve(config: SchedulerConfig, accept_ledger_loss: bool = False) -> int:
-    scheduler = Scheduler(config, accept_ledger_loss)
+async def serve(config: SchedulerConfig, path: Path, accept_ledger_loss: bool = False) -> int:
+    try:
+        scheduler = Scheduler(config, accept_ledger_loss)
+    except TlsFileError as exc:
+        log.error("%s", exc)
+        return 2
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, scheduler.reload, path)
     stopped = asyncio.create_task(stop.wait())
     starting = asyncio.create_task(scheduler.start())   # a standby waits here until it leads
     await asyncio.wait({starting, stopped}, return_when=asyncio.FIRST_COMPLETED)
@@ -294,7 +332,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{args.config}: valid ({len(config.tenants)} tenants, {len(config.work_classes)} work classes)")
         return
     daemon.setup_logging(config.server.log_level)
-    raise SystemExit(asyncio.run(serve(config, args.accept_ledger_loss)))
+    raise SystemExit(asyncio.run(serve(config, args.config, args.accept_ledger_loss)))
 
 
 if __name__ == "__main__":

@@ -38,6 +38,8 @@ class SchedulerMetrics:
         self.agents_live = Gauge("pool_agents_live", "Agents with an open stream", registry=r)
         self.leader = Gauge("pool_leader", "1 on the leader (and on a SQLite ledger), 0 on a standby",
                             registry=r)
+        self.insecure = Gauge("pool_insecure_mode", "1 when serving plaintext with every caller an operator "
+                              "([server] insecure = true)", registry=r)
 
     def count(self, state: ClusterState, event: Event) -> None:
         """One committed event; `state` is one from the event on (a claim's hold never changes once admitted)."""

@@ -23,6 +23,8 @@ class Principal:
 
 
 SCHEDULER = Principal("pool-scheduler", "scheduler")
+# every caller in `[server] insecure = true` mode (development, loopback only)
+INSECURE = Principal("insecure", "operator")
 
 _CALLER: ContextVar[Principal] = ContextVar("pool_caller", default=SCHEDULER)
 

@@ -33,6 +33,10 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     INVALID_ARGUMENT: _ClassVar[ErrorCode]
     WATCH_LAGGED: _ClassVar[ErrorCode]
     NOT_LEADER: _ClassVar[ErrorCode]
+    NO_CLIENT_CERTIFICATE: _ClassVar[ErrorCode]
+    UNKNOWN_PRINCIPAL: _ClassVar[ErrorCode]
+    ROLE_NOT_ALLOWED: _ClassVar[ErrorCode]
+    OUT_OF_SCOPE: _ClassVar[ErrorCode]
 
 class Placement(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -119,6 +123,10 @@ WITNESS_REJECTED: ErrorCode
 INVALID_ARGUMENT: ErrorCode
 WATCH_LAGGED: ErrorCode
 NOT_LEADER: ErrorCode
+NO_CLIENT_CERTIFICATE: ErrorCode
+UNKNOWN_PRINCIPAL: ErrorCode
+ROLE_NOT_ALLOWED: ErrorCode
+OUT_OF_SCOPE: ErrorCode
 PLACEMENT_SHARED: Placement
 PLACEMENT_EXCLUSIVE: Placement
 CLAIM_STATE_UNSPECIFIED: ClaimState

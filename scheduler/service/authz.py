@@ -1,0 +1,311 @@
+"""The one authorization table: for every RPC, the roles that may call it and
+how far a tenant's or an agent's reach goes. One interceptor (`Authorizer`)
+puts every call through it before any handler runs; no handler checks who is
+calling.
+
+A call is answered in this order (docs/OPERATIONS.md, "Security"):
+
+1. authenticate: the client certificate's subject CN names a declared
+   principal (`NO_CLIENT_CERTIFICATE`, `UNKNOWN_PRINCIPAL`: UNAUTHENTICATED).
+   In `[server] insecure = true` mode every caller is `INSECURE`, an operator;
+2. the caller's role is in the RPC's row (`ROLE_NOT_ALLOWED`: PERMISSION_DENIED);
+3. the row's scope, for the role it binds, checks the request — for a
+   client-streaming RPC, its first message — and may narrow it: a tenant reads
+   its own subtrees when it names none (`OUT_OF_SCOPE`: PERMISSION_DENIED);
+4. the handler runs with `principal.caller()` set to the caller, so the
+   receipts it makes name their actor; a row's `reply` narrows the answer.
+
+Scopes need the replayed state; until replay is done every handler answers
+NOT_READY anyway, so a scope is skipped then (never a reason to let a call
+change anything: nothing is served before replay).
+
+ADDING AN RPC: add one row to TABLE, e.g.
+    "/pool.v1.Claims/SubmitMany": rule(ACTORS, each_spec("claims")),
+    "/pool.v1.Operations/Cordon": rule("operator"),
+An RPC without a row is refused for everyone (ROLE_NOT_ALLOWED), and
+tests/e2e/test_authz.py fails until the row exists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, NamedTuple
+
+import grpc
+from google.protobuf.message import Message
+
+from protos.pool.v1 import ops_pb2
+from scheduler.kernel import ClusterState
+from scheduler.service.errors import Refused
+from scheduler.service.principal import INSECURE, Principal, reset_caller, set_caller
+
+ANYONE = "*"   # a row for any caller the TLS layer let in (health probes), principal or not
+
+
+class Scope(NamedTuple):
+    """A reach rule for one role: `narrow(principal, message, state)` returns the
+    message, narrowed where the caller named nothing, or raises OUT_OF_SCOPE."""
+
+    binds: str    # the role it applies to ("tenant" or "agent"); other roles reach everything
+    narrow: Callable[[Principal, Any, ClusterState], Any]
+    says: str     # the rule in words, for docs and the proto comments
+
+
+class Rule(NamedTuple):
+    roles: frozenset[str]
+    scope: Scope | None = None
+    reply: Scope | None = None   # narrows the answer (its `narrow` gets the response)
+
+
+def rule(roles: str, scope: Scope | None = None, reply: Scope | None = None) -> Rule:
+    return Rule(frozenset(roles.split()), scope, reply)
+
+
+# -- scopes --------------------------------------------------------------------
+
+def in_reach(principal: Principal, state: ClusterState, tenant: str) -> bool:
+    """A tenant node inside one of the principal's subtrees."""
+    tree = state.tree
+    return tree is not None and tenant in tree.nodes and not set(tree.path(tenant)).isdisjoint(principal.tenants)
+
+
+def _out_of_scope(principal: Principal, what: str) -> Refused:
+    return Refused("OUT_OF_SCOPE", f"{principal.name} may act only in {', '.join(principal.tenants)}: {what}")
+
+
+def tenant_field(name: str) -> Scope:
+    """request.<name> must be a tenant node in the caller's subtrees."""
+    def narrow(principal: Principal, request: Any, state: ClusterState) -> Any:
+        tenant = getattr(request, name)
+        if not in_reach(principal, state, tenant):
+            raise _out_of_scope(principal, f"{name} {tenant!r}")
+        return request
+    return Scope("tenant", narrow, f"{name} in the caller's subtrees")
+
+
+def tenant_filter(name: str) -> Scope:
+    """An optional filter request.<name>: in the caller's subtrees; when empty,
+    narrowed to the caller's one subtree (refused when it has several)."""
+    def narrow(principal: Principal, request: Any, state: ClusterState) -> Any:
+        if getattr(request, name):
+            return tenant_field(name).narrow(principal, request, state)
+        if len(principal.tenants) != 1:
+            raise _out_of_scope(principal, f"name one of them in {name}")
+        narrowed = type(request)()
+        narrowed.CopyFrom(request)
+        setattr(narrowed, name, principal.tenants[0])
+        return narrowed
+    return Scope("tenant", narrow, f"{name} in the caller's subtrees; empty: the caller's one subtree")
+
+
+def claim_field(name: str) -> Scope:
+    """The existing claim named by request.<name> belongs to the caller's
+    subtrees (an unknown id is left to the handler: UNKNOWN_CLAIM)."""
+    def narrow(principal: Principal, request: Any, state: ClusterState) -> Any:
+        claim = state.claim(getattr(request, name))
+        if claim is not None and not in_reach(principal, state, claim.tenant):
+            raise _out_of_scope(principal, f"claim {claim.claim_id!r} belongs to {claim.tenant!r}")
+        return request
+    return Scope("tenant", narrow, f"the claim named by {name} is in the caller's subtrees")
+
+
+def each_spec(name: str) -> Scope:
+    """Every spec in the repeated request.<name> has a tenant in the caller's subtrees."""
+    def narrow(principal: Principal, request: Any, state: ClusterState) -> Any:
+        for spec in getattr(request, name):
+            tenant_field("tenant").narrow(principal, spec, state)
+        return request
+    return Scope("tenant", narrow, f"the tenant of every spec in {name} is in the caller's subtrees")
+
+
+def watch_target(principal: Principal, request: Any, state: ClusterState) -> Any:
+    if request.WhichOneof("target") == "claim_id":
+        return claim_field("claim_id").narrow(principal, request, state)
+    return tenant_filter("tenant").narrow(principal, request, state)
+
+
+def host_field(name: str) -> Scope:
+    """An agent acts only as the host whose id is its certificate's CN."""
+    def narrow(principal: Principal, message: Any, state: ClusterState) -> Any:
+        host = getattr(message, name)
+        if host != principal.name:
+            raise Refused("OUT_OF_SCOPE", f"agent {principal.name!r} may act only as host {principal.name!r}, "
+                                          f"not {host!r}")
+        return message
+    return Scope("agent", narrow, f"{name} equals the caller's CN")
+
+
+def _hello_host(principal: Principal, message: Any, state: ClusterState) -> Any:
+    """A stream that does not open with a Hello is the handler's to refuse (UNREGISTERED_AGENT)."""
+    if message.WhichOneof("body") == "hello":
+        host_field("host_id").narrow(principal, message.hello, state)
+    return message
+
+
+def _own_nodes(principal: Principal, response: Any, state: ClusterState) -> Any:
+    return ops_pb2.TenantsResponse(
+        tenants=[n for n in response.tenants if in_reach(principal, state, n.name)],
+        period_start_ns=response.period_start_ns, period_ns=response.period_ns)
+
+
+HELLO_HOST = Scope("agent", _hello_host, "the first message's Hello host_id equals the caller's CN")
+WATCH_TARGET = Scope("tenant", watch_target, "the watched claim or tenant is in the caller's subtrees; "
+                                             "no target: the caller's one subtree")
+OWN_NODES = Scope("tenant", _own_nodes, "only the nodes of the caller's subtrees")
+
+# -- the table -----------------------------------------------------------------
+
+ACTORS = "tenant operator"             # change claims
+READERS = "tenant operator auditor"    # read claims and figures (a tenant: its own)
+AUDIT = "operator auditor"             # cluster-wide views
+LEDGER = "operator auditor witness"    # a witness reads what it signs
+
+TABLE: Mapping[str, Rule] = {
+    "/pool.v1.Claims/Submit": rule(ACTORS, tenant_field("tenant")),
+    "/pool.v1.Claims/Progress": rule(ACTORS, claim_field("claim_id")),
+    "/pool.v1.Claims/Release": rule(ACTORS, claim_field("claim_id")),
+    "/pool.v1.Claims/Get": rule(READERS, claim_field("claim_id")),
+    "/pool.v1.Claims/List": rule(READERS, tenant_filter("tenant")),
+    "/pool.v1.Claims/Watch": rule(READERS, WATCH_TARGET),
+    "/pool.v1.Operations/Tenants": rule(READERS, reply=OWN_NODES),
+    "/pool.v1.Operations/Workers": rule(AUDIT),
+    "/pool.v1.Operations/Explain": rule(READERS, claim_field("claim_id")),
+    "/pool.v1.Operations/Splits": rule(READERS, tenant_filter("tenant")),
+    "/pool.v1.Operations/PreemptionOrder": rule(AUDIT),
+    "/pool.v1.Operations/ReclamationOrder": rule(AUDIT),
+    "/pool.v1.Operations/Reclaim": rule("operator"),
+    "/pool.v1.Operations/Estimate": rule(READERS),
+    "/pool.v1.Operations/LedgerHead": rule(LEDGER),
+    "/pool.v1.Operations/LedgerExport": rule(LEDGER),
+    "/pool.v1.Operations/RecordWitness": rule("witness"),
+    "/pool.v1.AgentService/Register": rule("agent", host_field("host_id")),
+    "/pool.v1.AgentService/Stream": rule("agent", HELLO_HOST),
+    "/grpc.health.v1.Health/Check": rule(ANYONE),
+    "/grpc.health.v1.Health/Watch": rule(ANYONE),
+}
+CLOSED = Rule(frozenset())   # a method without a row: nobody
+
+
+# -- the door ------------------------------------------------------------------
+
+class Authorizer(grpc.aio.ServerInterceptor):
+    """Puts every call through TABLE. `principals` is replaced whole on reload."""
+
+    def __init__(self, principals: Mapping[str, Principal], *, insecure: bool,
+                 state: Callable[[], ClusterState | None], on_refused: Callable[[str], None]) -> None:
+        self.principals, self.insecure = principals, insecure
+        self._state, self._on_refused = state, on_refused
+
+    def authenticate(self, context: grpc.aio.ServicerContext) -> Principal:
+        if self.insecure:
+            return INSECURE
+        names = (context.auth_context() or {}).get("x509_common_name") or ()
+        if not names:
+            raise Refused("NO_CLIENT_CERTIFICATE", "this scheduler identifies callers by their client "
+                                                   "certificate; the call came without one")
+        name = names[0].decode(errors="replace")
+        principal = self.principals.get(name)
+        if principal is None:
+            raise Refused("UNKNOWN_PRINCIPAL", f"{name!r} is not a declared principal ([principals.{name}])")
+        return principal
+
+    def authorize(self, method: str, rule: Rule, context: grpc.aio.ServicerContext) -> Principal | None:
+        """Steps 1 and 2: the caller, allowed by its role (None for an ANYONE row)."""
+        if ANYONE in rule.roles:
+            return None
+        principal = self.authenticate(context)
+        if principal.role not in rule.roles:
+            allowed = ", ".join(sorted(rule.roles)) or "nobody"
+            raise Refused("ROLE_NOT_ALLOWED", f"{principal.name} is a {principal.role}; {method} is for: {allowed}")
+        return principal
+
+    def narrow(self, scope: Scope | None, principal: Principal | None, message: Any) -> Any:
+        """Step 3 (and the reply of step 4)."""
+        state = self._state()
+        if scope is None or principal is None or principal.role != scope.binds or state is None or message is None:
+            return message
+        return scope.narrow(principal, message, state)
+
+    async def refuse(self, context: grpc.aio.ServicerContext, error: Refused) -> None:
+        self._on_refused(error.code)
+        await context.abort(error.status, str(error))
+
+    async def intercept_service(self, continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Any]],
+                                details: grpc.HandlerCallDetails) -> Any:
+        handler = await continuation(details)
+        if handler is None:
+            return None
+        return _WRAPPERS[handler.request_streaming, handler.response_streaming](
+            self, details.method, TABLE.get(details.method, CLOSED), handler)
+
+
+def _unary_unary(door: Authorizer, method: str, rule: Rule, handler: Any) -> Any:
+    async def call(request: Message, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            principal = door.authorize(method, rule, context)
+            request = door.narrow(rule.scope, principal, request)
+        except Refused as error:
+            await door.refuse(context, error)
+        token = set_caller(principal) if principal else None
+        try:
+            response = await handler.unary_unary(request, context)
+        finally:
+            if token is not None:
+                reset_caller(token)
+        return door.narrow(rule.reply, principal, response) if response is not None else None
+    return grpc.unary_unary_rpc_method_handler(call, handler.request_deserializer, handler.response_serializer)
+
+
+def _unary_stream(door: Authorizer, method: str, rule: Rule, handler: Any) -> Any:
+    async def call(request: Message, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            principal = door.authorize(method, rule, context)
+            request = door.narrow(rule.scope, principal, request)
+        except Refused as error:
+            await door.refuse(context, error)
+        if principal:
+            set_caller(principal)   # each call runs in a task of its own: the setting ends with it
+        async for response in handler.unary_stream(request, context):
+            yield response
+    return grpc.unary_stream_rpc_method_handler(call, handler.request_deserializer, handler.response_serializer)
+
+
+def _stream_stream(door: Authorizer, method: str, rule: Rule, handler: Any) -> Any:
+    async def call(requests: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            principal = door.authorize(method, rule, context)
+            first = await anext(aiter(requests), None)
+            first = door.narrow(rule.scope, principal, first)
+        except Refused as error:
+            await door.refuse(context, error)
+        if principal:
+            set_caller(principal)
+        async for response in handler.stream_stream(_resumed(first, requests), context):
+            yield response
+    return grpc.stream_stream_rpc_method_handler(call, handler.request_deserializer, handler.response_serializer)
+
+
+def _stream_unary(door: Authorizer, method: str, rule: Rule, handler: Any) -> Any:
+    async def call(requests: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            principal = door.authorize(method, rule, context)
+            first = door.narrow(rule.scope, principal, await anext(aiter(requests), None))
+        except Refused as error:
+            await door.refuse(context, error)
+        if principal:
+            set_caller(principal)
+        return await handler.stream_unary(_resumed(first, requests), context)
+    return grpc.stream_unary_rpc_method_handler(call, handler.request_deserializer, handler.response_serializer)
+
+
+async def _resumed(first: Any, rest: Any) -> Any:
+    """The request stream with its first message, already read, put back."""
+    if first is None:
+        return
+    yield first
+    async for message in rest:
+        yield message
+
+
+_WRAPPERS = {(False, False): _unary_unary, (False, True): _unary_stream,
+             (True, True): _stream_stream, (True, False): _stream_unary}
