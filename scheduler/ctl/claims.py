@@ -167,7 +167,7 @@ def _show(args: Any, status: claims_pb2.ClaimStatus) -> int:
 def render_claims(claims: list[dict]) -> str:
     rows = [(c["claim_id"], c["tenant"], c["state"], c["reason"], format_uj(c["hold_uj"]), c["hold_grade"],
              format_uj(c["measured_uj"]), c["measured_grade"], c["completed_units"], c["worker"] or "—",
-             "overrun" if c["overrun"] else "")
+             c["submitted_by"] or "—", c["released_by"] or "—", "overrun" if c["overrun"] else "")
             for c in claims]
     return table(("claim", "tenant", "state", "reason", "hold", "grade", "measured", "grade", "units",
-                  "worker", ""), rows)
+                  "worker", "submitted by", "released by", ""), rows)

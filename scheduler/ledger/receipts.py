@@ -1,7 +1,9 @@
 """Receipts: a pool/1 core, det-CBOR, signed by the steward as a COSE_Sign1.
 
-The core is the map {"seq", "body", "kind", "prev", "profile", "time_ns"} (written
-in canonical key order) and nothing else. `prev` is the SHA-256 of the previous
+The core is the map {"seq", "body", "kind", "prev", "profile", "time_ns"}, plus
+"actor" (the principal whose call caused the receipt) when one is given, written
+in canonical key order, and nothing else; a core without "actor" (every receipt
+written before actors existed, genesis and checkpoints) is as valid as before. `prev` is the SHA-256 of the previous
 receipt's full COSE bytes, 32 zero bytes for receipt 0. Kinds are the callers'
 text; five belong to the ledger itself (see LEDGER_KINDS).
 """
@@ -23,6 +25,7 @@ CHECKPOINT_CHUNK = "checkpoint_chunk"   # {"index", "data"}: a piece of the next
 LOSS_ACCEPTED = "loss_accepted"   # {"recorded_length", "recorded_head", "length"}: see store.Loss
 LEDGER_KINDS = frozenset({GENESIS, WITNESS, CHECKPOINT, CHECKPOINT_CHUNK, LOSS_ACCEPTED})
 _FIELDS = ("seq", "body", "kind", "prev", "profile", "time_ns")  # canonical order
+ACTOR = "actor"   # optional core field: text, the principal's name (docs/LEDGER.md)
 
 
 class ReceiptError(ValueError):
@@ -39,6 +42,7 @@ class Entry(NamedTuple):
     time_ns: int
     kind: str
     body: dict
+    actor: str | None = None   # who caused it; None in receipts without the field
 
 
 class Receipt(NamedTuple):
@@ -51,12 +55,15 @@ def digest(raw: bytes) -> bytes:
     return hashlib.sha256(raw).digest()
 
 
-def make(key: SigningKey, seq: int, prev: bytes, time_ns: int, kind: str, body: dict) -> Receipt:
+def make(key: SigningKey, seq: int, prev: bytes, time_ns: int, kind: str, body: dict,
+         actor: str | None = None) -> Receipt:
     """Sign a receipt; `body` must already be dcbor.normalize'd (a dict)."""
-    core = {"seq": seq, "body": body, "kind": kind, "prev": prev, "profile": PROFILE,
-            "time_ns": time_ns}
+    core = {"seq": seq, "body": body, "kind": kind, "prev": prev}
+    if actor is not None:
+        core[ACTOR] = actor   # canonical order: after the 4-letter keys, before the 7-letter ones
+    core.update(profile=PROFILE, time_ns=time_ns)
     raw = cose.sign(key, dcbor.encode_normalized(core))
-    return Receipt(raw, Entry(seq, time_ns, kind, body), digest(raw))
+    return Receipt(raw, Entry(seq, time_ns, kind, body, actor), digest(raw))
 
 
 def _natural(value: Any) -> bool:
@@ -69,12 +76,15 @@ def read_core(payload: bytes) -> tuple[Entry, bytes]:
         core = dcbor.decode(payload)
     except dcbor.DcborError as exc:
         raise ReceiptError(exc.reason, f"core: {exc}") from None
-    if type(core) is not dict or set(core) != set(_FIELDS):
-        raise ReceiptError("profile", f"core fields are not exactly {', '.join(_FIELDS)}")
+    if type(core) is not dict or set(core) - {ACTOR} != set(_FIELDS):
+        raise ReceiptError("profile", f"core fields are not exactly {', '.join(_FIELDS)} (and optionally {ACTOR})")
     if core["profile"] != PROFILE:
         raise ReceiptError("profile", f"profile {core['profile']!r} is not {PROFILE!r}")
     prev, kind = core["prev"], core["kind"]
     if not (_natural(core["seq"]) and _natural(core["time_ns"]) and type(kind) is str and kind
             and type(prev) is bytes and len(prev) == 32 and type(core["body"]) is dict):
         raise ReceiptError("profile", "a core field has the wrong type")
-    return Entry(core["seq"], core["time_ns"], kind, core["body"]), prev
+    actor = core.get(ACTOR)
+    if actor is not None and not (type(actor) is str and actor):
+        raise ReceiptError("profile", "the actor is a non-empty text string")
+    return Entry(core["seq"], core["time_ns"], kind, core["body"], actor), prev

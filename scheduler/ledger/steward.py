@@ -8,13 +8,13 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from scheduler.ledger import cose, dcbor, receipts, witness
 from scheduler.ledger.fold import Fold, Folder
-from scheduler.ledger.keys import SigningKey
+from scheduler.ledger.keys import PublicKey, SigningKey
 from scheduler.ledger.receipts import CHECKPOINT, CHECKPOINT_CHUNK, GENESIS, LEDGER_KINDS, LOSS_ACCEPTED, WITNESS, Receipt
 from scheduler.ledger.sqlite import SqliteStore
 from scheduler.ledger.store import HistoryLost, Loss, Store, StoreError, recorded_loss
@@ -33,6 +33,7 @@ class Prepared(NamedTuple):
     kind: str
     body: dict
     time_ns: int | None
+    actor: str | None = None   # the principal whose call caused it
 
 
 class LedgerInfo(NamedTuple):
@@ -44,7 +45,8 @@ class LedgerInfo(NamedTuple):
     witness_key_id: bytes | None
 
 
-def prepare(kind: str, body: dict, time_ns: int | None = None, *, internal: bool = False) -> Prepared:
+def prepare(kind: str, body: dict, time_ns: int | None = None, *, internal: bool = False,
+            actor: str | None = None) -> Prepared:
     """ValueError (dcbor.DcborError for the body) if this cannot become a receipt."""
     if type(kind) is not str or not kind:
         raise ValueError("a kind is a non-empty text string")
@@ -54,7 +56,9 @@ def prepare(kind: str, body: dict, time_ns: int | None = None, *, internal: bool
         raise dcbor.DcborError("unencodable", "a body is a map with text keys")
     if time_ns is not None and not (type(time_ns) is int and 0 <= time_ns < 1 << 64):
         raise ValueError("time_ns is a non-negative integer")
-    return Prepared(kind, dcbor.normalize(body, BODY_DEPTH), time_ns)
+    if actor is not None and not (type(actor) is str and actor):
+        raise ValueError("an actor is a non-empty text string")
+    return Prepared(kind, dcbor.normalize(body, BODY_DEPTH), time_ns, actor)
 
 
 def accepted(loss: Loss) -> Prepared:
@@ -150,9 +154,9 @@ class Steward:
         commit signs the next batch while the previous one is being stored."""
         with self._sign_lock:
             seq, prev, made = self._signed_length, self._signed_head, []
-            for kind, body, time_ns in batch:
+            for kind, body, time_ns, actor in batch:
                 receipt = receipts.make(self._key, seq, prev,
-                                        time.time_ns() if time_ns is None else time_ns, kind, body)
+                                        time.time_ns() if time_ns is None else time_ns, kind, body, actor)
                 made.append(receipt)
                 seq, prev = seq + 1, receipt.hash
             self._signed_length, self._signed_head = seq, prev
@@ -183,14 +187,18 @@ class Steward:
         """Append a witness's statement about this ledger."""
         return self.commit([self.prepare_witness(statement)])[0]
 
-    def prepare_witness(self, statement: bytes) -> Prepared:
+    def prepare_witness(self, statement: bytes, trusted: Collection[PublicKey] | None = None,
+                        actor: str | None = None) -> Prepared:
         """A witness's statement, checked (WitnessRejected if it is malformed, by
-        the steward's key, or about other receipts than these) and ready to append."""
+        the steward's key, by a key not in `trusted` when that is given, or about
+        other receipts than these) and ready to append."""
         seen = witness.read_statement(statement)
+        if trusted is not None:
+            witness.check_trusted(seen, trusted)
         with self._lock:
             witness.check(seen, self._key.public, self.ledger_id, self._length,
                           lambda i: receipts.digest(next(self._store.read(i, i + 1))))
-        return prepare(WITNESS, {"statement": statement}, internal=True)
+        return prepare(WITNESS, {"statement": statement}, internal=True, actor=actor)
 
     def _note_witness(self, statement: bytes) -> None:
         seen = witness.read_statement(statement)

@@ -11,7 +11,7 @@ made on the key id a verifier reports. It is evidence against rewriting the firs
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import NamedTuple
 
 from scheduler.ledger import cose, dcbor
@@ -22,7 +22,7 @@ _FIELDS = {"head", "type", "length", "profile", "time_ns", "ledger_id", "witness
 
 
 class WitnessRejected(ValueError):
-    """`code`: malformed, signature, steward_key, other_ledger, beyond_length, head_mismatch."""
+    """`code`: malformed, signature, untrusted_key, steward_key, other_ledger, beyond_length, head_mismatch."""
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
@@ -70,6 +70,13 @@ def read_statement(data: bytes) -> Statement:
     if not message.verifies(witness):
         raise WitnessRejected("signature", "the statement's signature does not verify")
     return statement
+
+
+def check_trusted(statement: Statement, trusted: Collection[PublicKey]) -> None:
+    """Refuse a statement whose key is not one of the trusted witnesses' keys."""
+    if statement.witness not in trusted:
+        raise WitnessRejected("untrusted_key", f"witness key {statement.witness.key_id.hex()} is not "
+                                               "one of the trusted witness keys ([ledger] witness_keys)")
 
 
 def check(statement: Statement, steward: PublicKey, ledger_id: bytes, length: int,

@@ -11,8 +11,10 @@ not wait for the disk.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
 
+from scheduler.ledger.keys import PublicKey
 from scheduler.ledger.receipts import Receipt
 from scheduler.ledger.steward import Prepared, Steward, prepare
 
@@ -29,14 +31,16 @@ class GroupCommitWriter:
         # writer is the ledger's only way in while it runs
         self.next_seq = steward.length
 
-    def submit(self, kind: str, body: dict, time_ns: int | None = None) -> asyncio.Future:
+    def submit(self, kind: str, body: dict, time_ns: int | None = None, actor: str | None = None
+               ) -> asyncio.Future:
         """Queue an append now: the order of submit calls is the order in the
         ledger. The future resolves to the receipt once it is durable."""
-        return self.enqueue(prepare(kind, body, time_ns))
+        return self.enqueue(prepare(kind, body, time_ns, actor=actor))
 
-    def submit_witness(self, statement: bytes) -> asyncio.Future:
+    def submit_witness(self, statement: bytes, trusted: Collection[PublicKey] | None = None,
+                       actor: str | None = None) -> asyncio.Future:
         """Queue a witness's statement (WitnessRejected now if it does not check)."""
-        return self.enqueue(self.steward.prepare_witness(statement))
+        return self.enqueue(self.steward.prepare_witness(statement, trusted, actor))
 
     def submit_checkpoint(self, snapshot: object) -> asyncio.Future:
         """Queue a checkpoint (its chunks, then its receipt) of the state that the

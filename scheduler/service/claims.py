@@ -44,6 +44,8 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
         if claim is None:
             raise Refused("UNKNOWN_CLAIM", f"no claim {claim_id!r}")
         status = convert.claim_status(claim, committed.claim_seq.get(claim_id, 0))
+        status.submitted_by = committed.submitted_by.get(claim_id, "")
+        status.released_by = committed.released_by.get(claim_id, "")
         if claim.state is ClaimState.PENDING:
             status.reason = committed.pending_reason.get(claim_id, Reason.REASON_UNSPECIFIED)
         return status

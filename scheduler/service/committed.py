@@ -29,3 +29,5 @@ class Committed(NamedTuple):
     occupancy_seq: PMap                # worker -> the receipt that last changed its occupancy
     pending_reason: Mapping[str, Reason]  # why each pending claim waits, as decided with this state
     length: int                        # receipts durable: everything below this seq
+    submitted_by: PMap = PMap()        # claim id -> the principal whose call submitted it (receipt actors)
+    released_by: PMap = PMap()         # claim id -> the principal whose Release ended it

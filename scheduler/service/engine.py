@@ -20,7 +20,7 @@ from typing import Any
 
 from scheduler.kernel import (ClaimAdmitted, ClaimRefused, ClaimSubmitted, ClusterState, Event, Progress, Reason,
                               apply, event_from_body, schedule)
-from scheduler.kernel.events import Settled
+from scheduler.kernel.events import Released, Settled
 from scheduler.kernel import checkpoint
 from scheduler.kernel.pmap import PMap
 from scheduler.ledger.dcbor import DcborError
@@ -28,6 +28,7 @@ from scheduler.ledger.receipts import Entry
 from scheduler.ledger.steward import prepare
 from scheduler.ledger.writer import GroupCommitWriter
 from scheduler.service.committed import Committed
+from scheduler.service.principal import caller
 from scheduler.service.observed import WINDOWS, Observed, Windows, windows_body, windows_from_body
 
 log = logging.getLogger("pool.scheduler")
@@ -36,6 +37,7 @@ log = logging.getLogger("pool.scheduler")
 # Live folds use the third part instead of decoding the body again; replay
 # decodes the body. Both give the same state: bodies round-trip exactly.
 Record = tuple[str, dict[str, Any], Any]
+ACTOR_MAPS = ("submitted_by", "released_by")
 
 
 class LedgerFailed(Exception):
@@ -67,6 +69,9 @@ class Engine:
         # worker -> the receipt that last changed its occupancy: the version pushed to its agent,
         # increasing across restarts because replay rebuilds it
         self.occupancy_seq = PMap()
+        # claim id -> the principal whose call submitted it, and whose Release ended it (receipt actors)
+        self.submitted_by, self.released_by = PMap(), PMap()
+        self.witness_keys: frozenset = frozenset()   # trusted witnesses' PublicKeys ([ledger] witness_keys)
         self.committed = self._view(0)        # what reads serve (committed.py)
         self._listeners: list[Callable[[Change], None]] = []
         self._last: asyncio.Future | None = None   # the receipts queued last, all durable when it is
@@ -99,14 +104,19 @@ class Engine:
         """What a checkpoint holds: the kernel's state and the receipt seqs the
         service reports. Split rows and idle observations are not kept: after a
         restart from a checkpoint they start again from new windows."""
-        return {"kernel": checkpoint.snapshot(self.state),
-                "claim_seq": dict(sorted(self.claim_seq.items())),
-                "occupancy_seq": dict(sorted(self.occupancy_seq.items()))}
+        snapshot = {"kernel": checkpoint.snapshot(self.state),
+                    "claim_seq": dict(sorted(self.claim_seq.items())),
+                    "occupancy_seq": dict(sorted(self.occupancy_seq.items()))}
+        for name in ACTOR_MAPS:   # absent while empty, as in checkpoints written before actors
+            if len(getattr(self, name)):
+                snapshot[name] = dict(sorted(getattr(self, name).items()))
+        return snapshot
 
     def restore(self, body: dict[str, Any]) -> Engine:
         """The ledger's Fold.restore: start from a checkpoint's snapshot."""
         self.state = checkpoint.restore(body["kernel"])
         self.claim_seq, self.occupancy_seq = PMap(body["claim_seq"]), PMap(body["occupancy_seq"])
+        self.submitted_by, self.released_by = (PMap(body.get(name, {})) for name in ACTOR_MAPS)
         return self
 
     def replay_entry(self, engine: Engine, entry: Entry) -> Engine:
@@ -114,7 +124,16 @@ class Engine:
         event = self.fold(entry.kind, entry.body, entry.seq)
         if event is not None:
             self._stamp(self.state, event, entry.seq, set(), set())
+            self._note_actor(event, entry.actor)
         return self
+
+    def _note_actor(self, event: Event, actor: str | None) -> None:
+        if actor is None:
+            return
+        if isinstance(event, ClaimSubmitted):
+            self.submitted_by = self.submitted_by.set(event.spec.claim_id, actor)
+        elif isinstance(event, Released):
+            self.released_by = self.released_by.set(event.claim_id, actor)
 
     def _stamp(self, state: ClusterState, event: Event, seq: int, claims: set[str], workers: set[str]) -> None:
         """Stamp the claims and workers `event` changes with its receipt's seq,
@@ -135,7 +154,8 @@ class Engine:
         self.committed = self._view(writer.next_seq)
 
     def _view(self, length: int) -> Committed:
-        return Committed(self.state, self.claim_seq, self.occupancy_seq, self.pending_reason, length)
+        return Committed(self.state, self.claim_seq, self.occupancy_seq, self.pending_reason, length,
+                         self.submitted_by, self.released_by)
 
     # -- committing ---------------------------------------------------------
 
@@ -158,7 +178,8 @@ class Engine:
         writer = self.writer
         assert writer is not None
         records = list(records)
-        prepared = [prepare(kind, body, now_ns) for kind, body, _ in records]   # a bad body changes nothing
+        actor = caller().name   # the call in progress, or the scheduler's own work
+        prepared = [prepare(kind, body, now_ns, actor=actor) for kind, body, _ in records]   # a bad body changes nothing
         futures: list[asyncio.Future] = []
         claims: set[str] = set()
         workers: set[str] = set()
@@ -173,6 +194,7 @@ class Engine:
             if event is not None:
                 self.on_event(state, event)
                 self._stamp(state, event, seq, claims, workers)
+                self._note_actor(event, actor)
             futures.append(writer.enqueue(item))
         if result is not None:
             self.state = result

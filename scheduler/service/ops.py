@@ -18,6 +18,7 @@ from scheduler.service.agents import AgentServicer
 from scheduler.service.claims import subtree
 from scheduler.service.engine import Engine
 from scheduler.service.errors import Refused, abort, checked, guarded, not_ready
+from scheduler.service.principal import caller
 
 EXPORT_CHUNK = 1 << 20   # bytes of whole receipts per LedgerChunk
 
@@ -152,7 +153,8 @@ class OperationsServicer(ops_pb2_grpc.OperationsServicer):
     @guarded
     async def RecordWitness(self, request, context):
         try:
-            recorded = self._writer.submit_witness(request.witness_receipt)
+            recorded = self._writer.submit_witness(request.witness_receipt, self.engine.witness_keys,
+                                                   caller().name)
         except WitnessRejected as error:
             raise Refused("WITNESS_REJECTED", f"{error.code}: {error}") from None
         await recorded

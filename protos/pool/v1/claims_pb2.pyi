@@ -100,7 +100,7 @@ class WatchRequest(_message.Message):
     def __init__(self, claim_id: _Optional[str] = ..., tenant: _Optional[str] = ...) -> None: ...
 
 class ClaimStatus(_message.Message):
-    __slots__ = ("claim_id", "tenant", "state", "reason", "hold_uj", "hold_grade", "measured_uj", "measured_grade", "completed_units", "overrun", "worker", "devices_mdev", "ledger_seq", "gang_id", "priority", "borrowed", "request")
+    __slots__ = ("claim_id", "tenant", "state", "reason", "hold_uj", "hold_grade", "measured_uj", "measured_grade", "completed_units", "overrun", "worker", "devices_mdev", "ledger_seq", "gang_id", "priority", "borrowed", "request", "submitted_by", "released_by")
     class DevicesMdevEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -125,6 +125,8 @@ class ClaimStatus(_message.Message):
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     BORROWED_FIELD_NUMBER: _ClassVar[int]
     REQUEST_FIELD_NUMBER: _ClassVar[int]
+    SUBMITTED_BY_FIELD_NUMBER: _ClassVar[int]
+    RELEASED_BY_FIELD_NUMBER: _ClassVar[int]
     claim_id: str
     tenant: str
     state: _types_pb2.ClaimState
@@ -142,7 +144,9 @@ class ClaimStatus(_message.Message):
     priority: int
     borrowed: bool
     request: SubmitRequest
-    def __init__(self, claim_id: _Optional[str] = ..., tenant: _Optional[str] = ..., state: _Optional[_Union[_types_pb2.ClaimState, str]] = ..., reason: _Optional[_Union[_types_pb2.Reason, str]] = ..., hold_uj: _Optional[int] = ..., hold_grade: _Optional[_Union[_types_pb2.Grade, str]] = ..., measured_uj: _Optional[int] = ..., measured_grade: _Optional[_Union[_types_pb2.Grade, str]] = ..., completed_units: _Optional[int] = ..., overrun: _Optional[bool] = ..., worker: _Optional[str] = ..., devices_mdev: _Optional[_Mapping[str, int]] = ..., ledger_seq: _Optional[int] = ..., gang_id: _Optional[str] = ..., priority: _Optional[int] = ..., borrowed: _Optional[bool] = ..., request: _Optional[_Union[SubmitRequest, _Mapping]] = ...) -> None: ...
+    submitted_by: str
+    released_by: str
+    def __init__(self, claim_id: _Optional[str] = ..., tenant: _Optional[str] = ..., state: _Optional[_Union[_types_pb2.ClaimState, str]] = ..., reason: _Optional[_Union[_types_pb2.Reason, str]] = ..., hold_uj: _Optional[int] = ..., hold_grade: _Optional[_Union[_types_pb2.Grade, str]] = ..., measured_uj: _Optional[int] = ..., measured_grade: _Optional[_Union[_types_pb2.Grade, str]] = ..., completed_units: _Optional[int] = ..., overrun: _Optional[bool] = ..., worker: _Optional[str] = ..., devices_mdev: _Optional[_Mapping[str, int]] = ..., ledger_seq: _Optional[int] = ..., gang_id: _Optional[str] = ..., priority: _Optional[int] = ..., borrowed: _Optional[bool] = ..., request: _Optional[_Union[SubmitRequest, _Mapping]] = ..., submitted_by: _Optional[str] = ..., released_by: _Optional[str] = ...) -> None: ...
 
 class ClaimEvent(_message.Message):
     __slots__ = ("status", "time_ns")
