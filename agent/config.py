@@ -41,12 +41,21 @@ class Estimator:
 
 
 @dataclass(frozen=True)
+class StreamTls:
+    """[stream.tls]: PEM files. The agent's certificate's CN is its host id."""
+
+    ca: Path                 # the CA that signed the scheduler's certificate
+    cert: Path | None = None
+    key: Path | None = None
+
+
+@dataclass(frozen=True)
 class Stream:
     batch_max: int = 500
     backoff_initial_ms: int = 500
     backoff_max_ms: int = 30_000
     drain_ms: int = 2_000  # on stop, how long unacknowledged windows may wait for their ack
-    tls_ca: str = ""      # PEM file of the scheduler's CA; "" = plaintext (loopback / trusted network)
+    tls: StreamTls | None = None   # absent: plaintext, for a scheduler in insecure mode only
 
 
 @dataclass(frozen=True)

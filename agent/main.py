@@ -233,10 +233,12 @@ def _client(config, selection, fields, spool, metrics, occupancy) -> StreamClien
         return agent_pb2.RegisterRequest(host_id=config.host, capacity=capacity.as_proto(fields),
                                          devices=devices, agent_version=_version(), window_ns=config.window_ns)
 
-    credentials = None
-    if config.stream.tls_ca:
-        credentials = grpc.ssl_channel_credentials(Path(config.stream.tls_ca).read_bytes())
     s = config.stream
+    credentials = None
+    if s.tls is not None:
+        credentials = grpc.ssl_channel_credentials(
+            s.tls.ca.read_bytes(), s.tls.key.read_bytes() if s.tls.key else None,
+            s.tls.cert.read_bytes() if s.tls.cert else None)
     return StreamClient(config.scheduler, register, spool, metrics,
                         on_occupancy=occupancy.update, batch_max=s.batch_max, credentials=credentials,
                         backoff=Backoff(s.backoff_initial_ms / 1000, s.backoff_max_ms / 1000))

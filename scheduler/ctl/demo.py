@@ -1,8 +1,12 @@
 """`poolctl demo`: the whole system on this machine, in under a minute.
 
 It starts a scheduler (temporary directory, embedded SQLite ledger, fresh
-keys) and one agent on this host — NVML when a GPU is there, else replaying
-the bundled H200 trace — and plays a scenario through the real gRPC API.
+keys, a throwaway PKI) and one agent on this host — NVML when a GPU is there,
+else replaying the bundled H200 trace — and plays a scenario through the real
+gRPC API over mutual TLS: each tenant's claims are submitted with that
+tenant's certificate, the agent streams with its host's, an operator reads
+and reclaims, a witness signs the ledger, and one cross-tenant call is shown
+refused.
 Every figure printed comes from the running system; nothing is scripted but
 the requests.
 """
@@ -27,11 +31,12 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from protos.energy import format_uj
 from protos.pool.v1 import claims_pb2, claims_pb2_grpc, ops_pb2, ops_pb2_grpc, types_pb2
+from scheduler.ctl import certs
 from scheduler.ctl.claims import render_claims
 from scheduler.ctl.ops import (render_explain, render_preemption, render_reclamation, render_split_totals,
                                render_tenants, tenant_label)
 from scheduler.ctl.output import CtlError, add_output_flag, table
-from scheduler.ctl.wire import to_doc
+from scheduler.ctl.wire import as_ctl_error, to_doc
 from scheduler.ledger import export, keys, witness
 from scheduler.ledger.verify import verify
 
@@ -44,6 +49,9 @@ STEP_CLASS = "step"
 TENANTS = (("cluster", "", 50_010, 1000), ("training", "cluster", 50_000, 700),
            ("research", "cluster", 5, 200), ("adhoc", "cluster", 5, 100))
 BIN = Path(sys.executable).parent
+AGENT_HOST = "demo-host"
+# principals beside one per tenant (named as the tenant): (name, role)
+STAFF = (("operator", "operator"), ("auditor", "auditor"), ("witness", "witness"), (AGENT_HOST, "agent"))
 # Idle thresholds belong to hardware (RULES §8): only these are known here.
 KNOWN_THRESHOLDS_W = {"replay": IDLE_W, "NVIDIA H200": IDLE_W, "NVIDIA H100 80GB HBM3": IDLE_W}
 
@@ -52,7 +60,8 @@ def register(verbs: argparse._SubParsersAction) -> None:
     p = verbs.add_parser("demo", help="run a scheduler and an agent here through a short scenario")
     p.add_argument("--replay-speed", type=float, default=4.0,
                    help="how much faster than real time the bundled trace plays (no GPU)")
-    p.add_argument("--keep", action="store_true", help="keep the working directory (its path is printed)")
+    p.add_argument("--keep", action="store_true", help="keep the working directory (its path is printed): the "
+                   "PKI and a scheduler.toml that `pool-scheduler --config` starts again")
     add_output_flag(p)
     p.set_defaults(run=run)
 
@@ -65,9 +74,20 @@ def run(args: Any) -> int:
         return 0
     finally:
         if args.keep:
-            print(f"working directory kept: {workdir}", file=sys.stderr)
+            pki = workdir / "pki"
+            print(f"working directory kept: {workdir}\n  start it again: pool-scheduler --config "
+                  f"{workdir / 'scheduler.toml'}\n  then, as the operator: POOL_SCHEDULER={_address(workdir)} "
+                  f"POOL_CA={pki / 'ca.pem'} POOL_CERT={pki / 'operator.pem'} POOL_KEY={pki / 'operator.key'} "
+                  "poolctl claims", file=sys.stderr)
         else:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _address(workdir: Path) -> str:
+    for line in (workdir / "scheduler.toml").read_text().splitlines():
+        if line.startswith("listen = "):
+            return line.split('"')[1]
+    return ""
 
 
 def _free_port() -> int:
@@ -102,15 +122,40 @@ class Demo:
 
     # -- processes -----------------------------------------------------------
 
+    def _make_pki(self) -> None:
+        """A CA, the scheduler's certificate, and one per principal (docs/OPERATIONS.md, Security)."""
+        self.pki = self.dir / "pki"
+        certs.make_ca(self.pki)
+        certs.make_server(self.pki, ("127.0.0.1", "localhost"))
+        for name in [n for n, _ in STAFF] + [t[0] for t in TENANTS]:
+            certs.make_client(self.pki, name)
+        self.witness_key = keys.generate()
+        keys.write_pair(self.witness_key, self.dir / "witness")
+
+    def channel_as(self, principal: str) -> grpc.Channel:
+        if principal not in self._channels:
+            pem = lambda suffix: (self.pki / f"{principal}{suffix}").read_bytes()  # noqa: E731
+            credentials = grpc.ssl_channel_credentials((self.pki / "ca.pem").read_bytes(), pem(".key"), pem(".pem"))
+            self._channels[principal] = grpc.secure_channel(self.address, credentials)
+        return self._channels[principal]
+
+    def claims_as(self, tenant: str) -> claims_pb2_grpc.ClaimsStub:
+        """A tenant's own Claims client: its principal is named as the tenant."""
+        return claims_pb2_grpc.ClaimsStub(self.channel_as(tenant))
+
     def __enter__(self) -> Demo:
         self.steward = keys.generate()
         keys.write_pair(self.steward, self.dir / "steward")
+        self._make_pki()
+        self._channels: dict[str, grpc.Channel] = {}
         (self.dir / "scheduler.toml").write_text(self._scheduler_config())
         self._spawn("scheduler", [str(BIN / "pool-scheduler"), "--config", str(self.dir / "scheduler.toml")])
-        self.channel = grpc.insecure_channel(self.address)
+        self.channel = self.channel_as("operator")
         self.claims = claims_pb2_grpc.ClaimsStub(self.channel)
         self.ops = ops_pb2_grpc.OperationsStub(self.channel)
         self._wait("the scheduler to serve", self._serving, 30)
+        self.say("Every call below goes over mutual TLS: each tenant submits with its own certificate, "
+                 f"the agent streams as {AGENT_HOST!r}, the operator reads and reclaims, a witness signs.")
         (self.dir / "agent.toml").write_text(self._agent_config())
         command = [str(BIN / "pool-agent"), "--config", str(self.dir / "agent.toml")]
         if self.gpus:
@@ -163,16 +208,25 @@ class Demo:
                              for kind, watts in KNOWN_THRESHOLDS_W.items())
         tenants = "".join(f'[[tenants]]\nname = "{name}"\nparent = "{parent}"\nguarantee_uj = {joules * J}\n'
                           f'guarantee_mdev = {mdev}\n\n' for name, parent, joules, mdev in TENANTS)
+        principals = "".join(f'[principals.{name}]\nrole = "{role}"\n\n' for name, role in STAFF)
+        principals += "".join(f'[principals.{t[0]}]\nrole = "tenant"\ntenants = ["{t[0]}"]\n\n' for t in TENANTS)
         return f"""
 [server]
 listen = "{self.address}"
 metrics = ""
 log_level = "warning"
 
+[server.tls]
+cert = "{self.pki / 'server.pem'}"
+key = "{self.pki / 'server.key'}"
+client_ca = "{self.pki / 'ca.pem'}"
+
 [ledger]
 path = "{self.dir / 'ledger.sqlite'}"
 steward_key = "{self.dir / 'steward.key'}"
+witness_keys = ["{self.dir / 'witness.pub'}"]
 
+{principals}
 {tenants}
 [[work_classes]]
 name = "{STEP_CLASS}"
@@ -184,13 +238,18 @@ window_ns = 3_000_000_000
 
     def _agent_config(self) -> str:
         return f"""
-host_id = "demo-host"
+host_id = "{AGENT_HOST}"
 scheduler = "{self.address}"
 state_dir = "{self.dir / 'agent-state'}"
 log_level = "warning"
 
 [metrics]
 listen = ""
+
+[stream.tls]
+ca = "{self.pki / 'ca.pem'}"
+cert = "{self.pki / f'{AGENT_HOST}.pem'}"
+key = "{self.pki / f'{AGENT_HOST}.key'}"
 """
 
     # -- requests ------------------------------------------------------------
@@ -198,15 +257,16 @@ listen = ""
     def submit(self, claim_id: str, tenant: str, mdev: int = SLICE, **fields: Any) -> dict:
         request = claims_pb2.SubmitRequest(claim_id=claim_id, tenant=tenant,
                                            resources=types_pb2.Resources(gpu_mdev=mdev), **fields)
-        return to_doc(self.claims.Submit(request))
+        return to_doc(self.claims_as(tenant).Submit(request))
 
     def status(self, claim_id: str) -> dict:
         return to_doc(self.claims.Get(claims_pb2.GetClaimRequest(claim_id=claim_id)))
 
     def release(self, *claim_ids: str) -> list[dict]:
         """Release the claims still open (a preempted one is settled already)."""
-        return [to_doc(self.claims.Release(claims_pb2.ReleaseRequest(claim_id=c))) for c in claim_ids
-                if self.status(c)["state"] in ("PENDING", "ADMITTED")]
+        open_ = [status for c in claim_ids if (status := self.status(c))["state"] in ("PENDING", "ADMITTED")]
+        return [to_doc(self.claims_as(s["tenant"]).Release(claims_pb2.ReleaseRequest(claim_id=s["claim_id"])))
+                for s in open_]
 
     def tenants(self) -> dict:
         return to_doc(self.ops.Tenants(ops_pb2.TenantsRequest()))
@@ -224,6 +284,7 @@ listen = ""
         self.show("Tenants: guarantees in µJ and milli-GPUs", render_tenants(self.tenants()))
         self.calibrate()
         self.gang()
+        self.cross_tenant_refused()
         self.borrow()
         self.estimator_refused()
         self.preempt()
@@ -242,6 +303,20 @@ listen = ""
         self.say(f"\nDerived estimate for '{STEP_CLASS}': {format_uj(estimate['estimate_uj'])} "
                  f"({estimate['grade']}: the largest of {estimate['eligible']} measured runs)")
         self.report["estimate"] = estimate
+
+    def cross_tenant_refused(self) -> None:
+        """adhoc's certificate tries to release training's claim: refused before any handler, no receipt."""
+        before = self.ops.LedgerHead(ops_pb2.LedgerHeadRequest()).length
+        try:
+            self.claims_as("adhoc").Release(claims_pb2.ReleaseRequest(claim_id="train-0"))
+            refused = {"code": None, "status": None}
+        except grpc.RpcError as error:
+            failure = as_ctl_error(error)
+            refused = {"code": failure.code, "status": error.code().name, "message": str(failure)}
+        refused["receipts_added"] = self.ops.LedgerHead(ops_pb2.LedgerHeadRequest()).length - before
+        self.say(f"\nadhoc's certificate asks to release training's claim train-0: {refused.get('status')} "
+                 f"{refused.get('message')} ({refused['receipts_added']} receipts written)")
+        self.report["cross_tenant"] = refused
 
     def gang(self) -> None:
         first = self.submit("train-0", "training", gang_id="train", gang_size=2, estimate_uj=2_000 * J)
@@ -271,8 +346,8 @@ listen = ""
         self.report["estimator"] = {"state": claim["state"], "reason": claim["reason"]}
 
     def preempt(self) -> None:
-        self.claims.Progress(claims_pb2.ProgressRequest(claim_id="r-1", completed_units=10))
-        self.claims.Progress(claims_pb2.ProgressRequest(claim_id="r-2", completed_units=2))
+        self.claims_as("research").Progress(claims_pb2.ProgressRequest(claim_id="r-1", completed_units=10))
+        self.claims_as("research").Progress(claims_pb2.ProgressRequest(claim_id="r-2", completed_units=2))
         self.measured_for(["r-1", "r-2"], 2)
         order = to_doc(self.ops.PreemptionOrder(ops_pb2.PreemptionOrderRequest()))
         self.show("r-1 reports 10 completed units, r-2 reports 2: preemption order, worst µJ per unit first",
@@ -318,11 +393,11 @@ listen = ""
     def ledger(self) -> None:
         path = self.dir / "ledger.cbor"
         export.write(self._export(), path)
-        witness_key = keys.generate()
         plain = verify(export.receipts_at(path), self.steward.public)
-        statement = witness.sign_statement(witness_key, self.steward.public, plain.ledger_id, plain.length,
+        statement = witness.sign_statement(self.witness_key, self.steward.public, plain.ledger_id, plain.length,
                                            plain.head)
-        self.ops.RecordWitness(ops_pb2.RecordWitnessRequest(witness_receipt=statement))
+        ops_pb2_grpc.OperationsStub(self.channel_as("witness")).RecordWitness(
+            ops_pb2.RecordWitnessRequest(witness_receipt=statement))
         export.write(self._export(), path)
         report = verify(export.receipts_at(path), self.steward.public).document()
         self.show("The ledger, exported and verified with only the steward's public key, then witnessed",

@@ -61,7 +61,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--steward-key", metavar="PUBKEY", help="check the steward's signatures with this key")
     p.add_argument("--out", metavar="FILE", help="write the statement here (else print it as hex)")
     p.add_argument("--submit", action="store_true", help="record the statement in the scheduler's ledger")
-    add_scheduler_flag(p)
+    add_scheduler_flag(p, key_flag="--client-key")
     add_output_flag(p)
     p.set_defaults(run=_witness)
 

@@ -7,10 +7,10 @@ import argparse
 import os
 import sys
 
-from scheduler.ctl import claims, demo, ledger, ops, split
+from scheduler.ctl import certs, claims, demo, ledger, ops, split
 from scheduler.ctl.output import EXIT_USAGE, CtlError, fail
 
-VERB_GROUPS = (split, claims, ops, ledger, demo)
+VERB_GROUPS = (split, claims, ops, ledger, certs, demo)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -18,16 +18,24 @@ from google.protobuf.message import Message
 from protos.energy import Grade
 from protos.failover import addresses
 from scheduler.ctl.failover import FailoverChannel
-from scheduler.ctl.output import EXIT_FAILED, CtlError, add_output_flag
+from scheduler.ctl.output import EXIT_FAILED, EXIT_USAGE, CtlError, add_output_flag
 
 DEFAULT_SCHEDULER = "127.0.0.1:7070"
 TIMEOUT_S = 30.0
 
 
-def add_scheduler_flag(parser: Any) -> None:
+def add_scheduler_flag(parser: Any, key_flag: str = "--key") -> None:
+    """--scheduler, and the caller's mTLS files: --ca/--cert/--key or $POOL_CA/$POOL_CERT/$POOL_KEY
+    (a verb whose --key means something else takes the client key as `key_flag`)."""
     parser.add_argument("--scheduler", default=os.environ.get("POOL_SCHEDULER", DEFAULT_SCHEDULER),
                         help="scheduler address, or a leader and its standbys as a comma-separated "
                              "list (default: $POOL_SCHEDULER or %(default)s)")
+    for flag, dest, what in (("--ca", "ca", "the CA that signed the scheduler's certificate"),
+                             ("--cert", "cert", "your client certificate (its CN is your principal)"),
+                             (key_flag, "client_key", "your client certificate's key")):
+        variable = f"POOL_{flag.removeprefix('--').upper()}" if dest != "client_key" else "POOL_KEY"
+        parser.add_argument(flag, dest=dest, default=os.environ.get(variable) or None, metavar="PEM",
+                            help=f"{what} (default: ${variable}); without a CA: plaintext")
 
 
 def online_verb(verbs: Any, name: str, help_text: str, run: Any) -> Any:
@@ -39,13 +47,36 @@ def online_verb(verbs: Any, name: str, help_text: str, run: Any) -> Any:
     return p
 
 
+def credentials(ca: str | None, cert: str | None, key: str | None) -> grpc.ChannelCredentials | None:
+    """mTLS channel credentials from PEM paths; None (plaintext) without a CA."""
+    if not ca:
+        if cert or key:
+            raise CtlError("USAGE", "--cert/--key need --ca (or $POOL_CA) too", EXIT_USAGE)
+        return None
+    if bool(cert) != bool(key):
+        raise CtlError("USAGE", "--cert and --key go together", EXIT_USAGE)
+    try:
+        return grpc.ssl_channel_credentials(_read(ca), _read(key) if key else None, _read(cert) if cert else None)
+    except OSError as exc:
+        raise CtlError("USAGE", f"{exc.filename}: {exc.strerror}", EXIT_USAGE) from None
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
 def channel(args: Any) -> grpc.Channel:
-    """To the leader among the addresses given (scheduler/ctl/failover.py)."""
+    """To the leader among the addresses given (scheduler/ctl/failover.py), over mTLS with the
+    caller's files (plaintext without a CA)."""
     try:
         listed = addresses(args.scheduler)
     except ValueError as exc:
         raise CtlError("INVALID_ARGUMENT", f"--scheduler: {exc}") from None
-    return FailoverChannel(listed, lambda address: grpc.insecure_channel(address), deadline_s=TIMEOUT_S)
+    secure = credentials(args.ca, args.cert, args.client_key)
+    if secure is None:
+        return FailoverChannel(listed, lambda address: grpc.insecure_channel(address), deadline_s=TIMEOUT_S)
+    return FailoverChannel(listed, lambda address: grpc.secure_channel(address, secure), deadline_s=TIMEOUT_S)
 
 
 def call(method: Any, request: Message) -> Any:

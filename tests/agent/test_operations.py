@@ -46,7 +46,10 @@ cpu_watts = 120
 batch_max = 5
 backoff_initial_ms = 100
 backoff_max_ms = 1000
-tls_ca = "/etc/pool/ca.pem"
+[stream.tls]
+ca = "/etc/pool/ca.pem"
+cert = "/etc/pool/gpu-17.pem"
+key = "/etc/pool/gpu-17.key"
 [spool]
 max_windows = 10
 [metrics]
@@ -63,6 +66,7 @@ disk_path = "/var"
     assert cfg.window_ns == 2_000_000_000 and cfg.meters.rapl_root == Path("/tmp/powercap")
     assert cfg.spool.max_windows == 10
     assert cfg.capacity.overrides()["gpu_types"] == ("NVIDIA H200",) and cfg.estimator.gpu_watts == 350
+    assert cfg.stream.tls.ca == Path("/etc/pool/ca.pem") and cfg.stream.tls.key == Path("/etc/pool/gpu-17.key")
 
 
 @pytest.mark.parametrize("text, message", [
@@ -70,6 +74,7 @@ disk_path = "/var"
     ("windowms = 1000", "windowms is not a known key"),
     ("[meters]\nnvml = 1", "meters.nvml must be bool"),
     ("[spool]\nmax_windows = 0", "spool.max_windows must be positive"),
+    ("[stream]\ntls_ca = '/ca.pem'", "stream.tls_ca is not a known key"),   # replaced by [stream.tls] ca
     ("[capacity]\ngpu_types = [1]", "capacity.gpu_types[0] must be str"),
     ("meters = 3", "meters must be a table"),
     ("window_ms = ", "not valid TOML"),

@@ -1,5 +1,18 @@
 """Real processes on loopback: a pool-scheduler, pool-agents replaying the
-bundled trace, and poolctl, each a subprocess as an operator would run it."""
+bundled trace, and poolctl, each a subprocess as an operator would run it.
+
+Every call goes over mutual TLS with a development PKI made per test
+(scheduler.ctl.certs), as a declared principal:
+- `s.claims`, `s.ops`, `s.poolctl()`, `s.json()`: the operator;
+- `s.agents` and `s.register(host)`: the agent of the host named in the
+  request (a Register's host_id, a Stream's first Hello), each with its own
+  certificate; hosts outside AGENT_HOSTS get a certificate nobody declared;
+- `s.as_principal(NAME)`: the same stubs and poolctl as any other principal:
+  "operator", "auditor", "witness", one tenant principal per tenant of the
+  tree (named as the tenant, reaching its subtree), an agent per host, or
+  any CN at all (a certificate from the same CA for an undeclared name);
+- `cluster(insecure=True)`: `[server] insecure = true`, plaintext, no PKI.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +23,7 @@ import socket
 import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -18,6 +32,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from protos.pool.v1 import agent_pb2, agent_pb2_grpc, claims_pb2_grpc, ops_pb2_grpc, types_pb2
+from scheduler.ctl import certs
 from scheduler.ledger import keys
 
 BIN = Path(sys.executable).parent
@@ -49,6 +64,93 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+AGENT_HOSTS = ("w1", "w2", "w3", "h1", "h2", "host-a", "host-b", "ghost")
+ROLES = {"operator": "operator", "auditor": "auditor", "witness": "witness"}
+
+
+def principals_toml(tree: str, hosts: tuple[str, ...] = AGENT_HOSTS) -> str:
+    """[principals.*]: an operator, an auditor, a witness, a tenant principal per
+    tenant (named as the tenant) and an agent per host."""
+    declared = {**ROLES, **dict.fromkeys(hosts, "agent")}
+    lines = [f'[principals."{name}"]\nrole = "{role}"' for name, role in declared.items()]
+    lines += [f'[principals."{t["name"]}"]\nrole = "tenant"\ntenants = ["{t["name"]}"]'
+              for t in tomllib.loads(tree).get("tenants", [])]
+    return "\n".join(lines) + "\n"
+
+
+class Pki:
+    """A CA, the scheduler's certificate for loopback, and client certificates made on demand."""
+
+    def __init__(self, directory: Path) -> None:
+        self.dir = directory
+        if not (directory / "ca.pem").exists():
+            certs.make_ca(directory)
+            certs.make_server(directory, ("127.0.0.1", "localhost", "::1"))
+        self.ca = directory / "ca.pem"
+
+    def files(self, principal: str) -> tuple[Path, Path]:
+        cert, key = self.dir / f"{principal}.pem", self.dir / f"{principal}.key"
+        if not cert.exists():
+            certs.make_client(self.dir, principal)
+        return cert, key
+
+    def credentials(self, principal: str) -> grpc.ChannelCredentials:
+        cert, key = self.files(principal)
+        return grpc.ssl_channel_credentials(self.ca.read_bytes(), key.read_bytes(), cert.read_bytes())
+
+    def env(self, principal: str) -> dict[str, str]:
+        cert, key = self.files(principal)
+        return {"POOL_CA": str(self.ca), "POOL_CERT": str(cert), "POOL_KEY": str(key)}
+
+
+class Caller:
+    """Stubs and poolctl as one principal (None: plaintext, for insecure mode)."""
+
+    def __init__(self, scheduler: Scheduler, principal: str | None) -> None:
+        self.scheduler, self.principal = scheduler, principal
+        pki = scheduler.pki
+        self.channel = (grpc.insecure_channel(scheduler.address) if pki is None or principal is None
+                        else grpc.secure_channel(scheduler.address, pki.credentials(principal)))
+        self.claims = claims_pb2_grpc.ClaimsStub(self.channel)
+        self.ops = ops_pb2_grpc.OperationsStub(self.channel)
+        self.agents = agent_pb2_grpc.AgentServiceStub(self.channel)
+
+    def env(self) -> dict[str, str]:
+        pki = self.scheduler.pki
+        tls = pki.env(self.principal) if pki is not None and self.principal else {}
+        return {**{k: v for k, v in os.environ.items() if k not in ("POOL_CA", "POOL_CERT", "POOL_KEY")},
+                "POOL_SCHEDULER": self.scheduler.address, **tls}
+
+    def poolctl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        done = subprocess.run([str(BIN / "poolctl"), *args], capture_output=True, text=True, timeout=60,
+                              env=self.env())
+        if check:
+            assert done.returncode == 0, done.stderr
+        return done
+
+    def json(self, *args: str) -> dict:
+        return json.loads(self.poolctl(*args, "-o", "json").stdout)
+
+
+class AgentStubs:
+    """AgentService as the agent of the host each request names."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self._scheduler = scheduler
+
+    def _as(self, host: str) -> agent_pb2_grpc.AgentServiceStub:
+        return self._scheduler.as_principal(host).agents
+
+    def Register(self, request: agent_pb2.RegisterRequest, **kwargs):  # noqa: N802 - a stub's method name
+        return self._as(request.host_id).Register(request, **kwargs)
+
+    def Stream(self, messages, **kwargs):  # noqa: N802
+        messages = iter(messages)
+        first = next(messages, None)
+        host = first.hello.host_id if first is not None and first.WhichOneof("body") == "hello" else "operator"
+        return self._as(host).Stream(iter([first, *messages] if first is not None else []), **kwargs)
+
+
 def wait_for(what: str, ready: Callable[[], bool], timeout_s: float = 30) -> None:
     deadline = time.monotonic() + timeout_s
     while not ready():
@@ -61,33 +163,57 @@ class Scheduler:
     """One pool-scheduler on a fixed port and ledger, restartable."""
 
     def __init__(self, workdir: Path, tree: str = TREE, metrics: str = "", checkpoint_every: int = 0, *,
-                 dsn: str = "", name: str = "scheduler", lease_ms: int = 1500) -> None:
+                 dsn: str = "", name: str = "scheduler", lease_ms: int = 1500, insecure: bool = False,
+                 hosts: tuple[str, ...] = AGENT_HOSTS, extra: str = "") -> None:
         """With `dsn`, the ledger is shared in PostgreSQL (every scheduler of the
-        same workdir uses one steward key); `name` tells their files apart."""
+        same workdir uses one steward key and one PKI); `name` tells their files apart."""
         self.dir, self.name = workdir, name
         self.address = f"127.0.0.1:{free_port()}"
         self.ledger = workdir / "ledger.sqlite"
         if not (workdir / "steward.key").exists():
             keys.write_pair(keys.generate(), workdir / "steward")
         self.steward = keys.load_signing_key(workdir / "steward.key")
+        self.pki = None if insecure else Pki(workdir / "pki")
+        self.witness_key = keys.generate()
         self.config = workdir / f"{name}.toml"
         shared = f'store = "postgresql"\ndsn = "{dsn}"\nlease_ms = {lease_ms}\nfollow_ms = 100\n' if dsn else ""
+        security = "insecure = true" if insecure else f"""
+[server.tls]
+cert = "{workdir / 'pki' / 'server.pem'}"
+key = "{workdir / 'pki' / 'server.key'}"
+client_ca = "{workdir / 'pki' / 'ca.pem'}"
+"""
         self.config.write_text(f"""
 [server]
 listen = "{self.address}"
 metrics = "{metrics}"
 log_level = "warning"
-
+{security}
 [ledger]
 path = "{self.ledger}"
 steward_key = "{workdir / 'steward.key'}"
 checkpoint_every = {checkpoint_every}
-{shared}{tree}""")
+witness_keys = ["{self.witness_key.public.raw.hex()}"]
+{shared}{tree}
+{'' if insecure else principals_toml(tree, hosts)}
+{extra}""")
         self.process: subprocess.Popen | None = None
-        self.channel = grpc.insecure_channel(self.address)
-        self.claims = claims_pb2_grpc.ClaimsStub(self.channel)
-        self.ops = ops_pb2_grpc.OperationsStub(self.channel)
-        self.agents = agent_pb2_grpc.AgentServiceStub(self.channel)
+        self._callers: dict[str | None, Caller] = {}
+        self.operator = self.as_principal("operator")
+        self.channel, self.claims, self.ops = self.operator.channel, self.operator.claims, self.operator.ops
+        self.agents = AgentStubs(self)
+
+    def as_principal(self, name: str) -> Caller:
+        """Stubs and poolctl as principal `name` (any CN; declared or not)."""
+        key = None if self.pki is None else name
+        if key not in self._callers:
+            self._callers[key] = Caller(self, key)
+        return self._callers[key]
+
+    def reload(self) -> None:
+        """SIGHUP: the scheduler re-reads [principals], witness keys and TLS files."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGHUP)
 
     def start(self, serving: bool = True) -> Scheduler:
         """Start and wait until it serves (a standby: until it answers health)."""
@@ -124,7 +250,7 @@ checkpoint_every = {checkpoint_every}
         return self.process.wait(timeout=20)
 
     def register(self, host: str = "w1", cpu_millis: int = 64_000, gpus: int = 2) -> None:
-        """A worker as an agent would register it, without its stream."""
+        """A worker as its agent would register it (with its certificate), without its stream."""
         devices = [types_pb2.DeviceMeter(device_id=f"{host}-gpu{i}", kind=types_pb2.GPU, device_type="NVIDIA H200")
                    for i in range(gpus)]
         capacity = types_pb2.Capacity(resources=types_pb2.Resources(cpu_millis=cpu_millis, memory_mb=1 << 20,
@@ -134,15 +260,15 @@ checkpoint_every = {checkpoint_every}
     def log(self) -> str:
         return (self.dir / f"{self.name}.log").read_text()
 
+    def env(self) -> dict[str, str]:
+        """The environment poolctl runs in as the operator: POOL_SCHEDULER, POOL_CA/CERT/KEY."""
+        return self.operator.env()
+
     def poolctl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-        done = subprocess.run([str(BIN / "poolctl"), *args], capture_output=True, text=True, timeout=60,
-                              env={**os.environ, "POOL_SCHEDULER": self.address})
-        if check:
-            assert done.returncode == 0, done.stderr
-        return done
+        return self.operator.poolctl(*args, check=check)
 
     def json(self, *args: str) -> dict:
-        return json.loads(self.poolctl(*args, "-o", "json").stdout)
+        return self.operator.json(*args)
 
 
 class Agent:
@@ -150,8 +276,13 @@ class Agent:
                  args: tuple = (), toml: str = "") -> None:
         state = workdir / f"agent-{host}"
         config = workdir / f"agent-{host}.toml"
+        tls = ""
+        if scheduler.pki is not None:
+            cert, key = scheduler.pki.files(host)
+            tls = f'[stream.tls]\nca = "{scheduler.pki.ca}"\ncert = "{cert}"\nkey = "{key}"\n'
         config.write_text(f'host_id = "{host}"\nscheduler = "{address or scheduler.address}"\nstate_dir = "{state}"\n'
-                          'log_level = "info"\n[metrics]\nlisten = ""\n[stream]\nbackoff_max_ms = 500\ndrain_ms = 30000\n' + toml)
+                          'log_level = "info"\n[metrics]\nlisten = ""\n[stream]\nbackoff_max_ms = 500\ndrain_ms = 30000\n'
+                          + toml + "\n" + tls)
         self.log_path = workdir / f"agent-{host}.log"
         self.process = subprocess.Popen(
             [str(BIN / "pool-agent"), "--config", str(config), "--replay", "bundled", "--replay-speed", str(speed),
@@ -173,9 +304,10 @@ def cluster(tmp_path: Path) -> Iterator[Callable[..., Scheduler]]:
     started: list = []
 
     def start(tree: str = TREE, metrics: str = "", checkpoint_every: int = 0, serving: bool = True,
-              **shared) -> Scheduler:
-        """`shared`: dsn=, name=, lease_ms= for schedulers over one PostgreSQL ledger."""
-        scheduler = Scheduler(tmp_path, tree, metrics, checkpoint_every, **shared).start(serving)
+              **kwargs) -> Scheduler:
+        """kwargs: dsn=, name=, lease_ms= for schedulers over one PostgreSQL ledger; insecure=,
+        hosts=, extra= (more configuration text) for the scheduler's security."""
+        scheduler = Scheduler(tmp_path, tree, metrics, checkpoint_every, **kwargs).start(serving)
         started.append(scheduler)
         return scheduler
 

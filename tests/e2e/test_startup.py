@@ -26,6 +26,12 @@ def check(config_text: str, tmp_path) -> subprocess.CompletedProcess:
     (TREE.replace('name = "beta"', 'name = "beta"\nweight = 0'), "tenants[2].weight must be positive"),
     (TREE + "\n[[work_classes]]\nname = 'x'\nrequired = 1\n", "required must be ≥ 2"),
     ("", "tenants is required"),
+    (TREE, "[server.tls] (cert, key, client_ca) is required"),
+    ("[server]\ninsecure = true\nlisten = '0.0.0.0:7070'\n" + TREE, "may only listen on a loopback address"),
+    ("[server]\ninsecure = true\n[principals.x]\nrole = 'king'\n" + TREE, "principals[x].role must be one of"),
+    ("[server]\ninsecure = true\n[principals.x]\nrole = 'tenant'\ntenants = ['gamma']\n" + TREE,
+     "principals.x.tenants: 'gamma' is not in the tenant tree"),
+    ("[server]\ninsecure = true\n[principals.pool-scheduler]\nrole = 'operator'\n" + TREE, "is reserved"),
 ])
 def test_bad_configuration_is_refused_with_the_key_named(tmp_path, text, needle):
     done = check(text, tmp_path)
@@ -34,7 +40,7 @@ def test_bad_configuration_is_refused_with_the_key_named(tmp_path, text, needle)
 
 
 def test_a_valid_configuration_checks(tmp_path):
-    done = check(TREE, tmp_path)
+    done = check("[server]\ninsecure = true\n" + TREE, tmp_path)
     assert done.returncode == 0 and "valid (3 tenants" in done.stdout
 
 
@@ -58,7 +64,7 @@ def test_watch_streams_state_changes(cluster):
     s.register()
     s.poolctl("submit", "w1", "--tenant", "alpha", "--estimate-uj", "10")
     watcher = subprocess.Popen([str(BIN / "poolctl"), "watch", "--claim", "w1", "--count", "2", "-o", "json",
-                                "--scheduler", s.address], stdout=subprocess.PIPE, text=True)
+                                "--scheduler", s.address], stdout=subprocess.PIPE, text=True, env=s.env())
     first = "".join(iter(watcher.stdout.readline, "}\n"))   # the current status comes first
     s.poolctl("release", "w1")
     rest, _ = watcher.communicate(timeout=30)
