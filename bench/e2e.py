@@ -12,6 +12,12 @@ health Check of the same scheduler, alone and with the same concurrency) and
 the raw ledger append rate (Steward + GroupCommitWriter in this process on a
 fresh SQLite file, same concurrency).
 
+The scheduler runs twice: over mutual TLS (the production setting: every
+caller a principal with its certificate, every call through the
+authorization table), and in plaintext (`[server] insecure = true`); the
+admission and window figures of the first are printed as a ratio of the
+second (target >= 80 %, issue 11).
+
 The scheduler is a `pool-scheduler` subprocess on loopback; the agents are
 fake hosts (8 GPUs each) that Register and Stream through the real
 AgentService. Each admission is a claim of an eighth of a GPU; once admitted,
@@ -44,6 +50,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from ledger import group_commit_rate, line   # bench/ledger.py: the raw append peer, the figure format
 from protos.pool.v1 import agent_pb2, agent_pb2_grpc, claims_pb2, claims_pb2_grpc, types_pb2
+from scheduler.ctl import certs
 from scheduler.ledger import keys
 from scheduler.ledger.sqlite import SqliteStore
 from scheduler.ledger.steward import Steward
@@ -83,7 +90,41 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _config(workdir: Path, address: str) -> str:
+class Pki:
+    """The bench's principals: an operator (the claim clients) and one agent per fake host."""
+
+    def __init__(self, directory: Path, hosts: int) -> None:
+        self.dir, self.hosts = directory, [f"bench-{h}" for h in range(hosts)]
+        certs.make_ca(directory)
+        certs.make_server(directory, ("127.0.0.1",))
+        for name in ["operator", *self.hosts]:
+            certs.make_client(directory, name)
+
+    def config(self) -> str:
+        agents = "".join(f'[principals.{h}]\nrole = "agent"\n' for h in self.hosts)
+        return f"""
+[server.tls]
+cert = "{self.dir / 'server.pem'}"
+key = "{self.dir / 'server.key'}"
+client_ca = "{self.dir / 'ca.pem'}"
+
+[principals.operator]
+role = "operator"
+{agents}"""
+
+    def credentials(self, principal: str) -> grpc.ChannelCredentials:
+        read = lambda name: (self.dir / name).read_bytes()  # noqa: E731
+        return grpc.ssl_channel_credentials(read("ca.pem"), read(f"{principal}.key"), read(f"{principal}.pem"))
+
+
+def channel(address: str, pki: Pki | None, principal: str, aio: bool = True) -> grpc.Channel:
+    module = grpc.aio if aio else grpc
+    if pki is None:
+        return module.insecure_channel(address)
+    return module.secure_channel(address, pki.credentials(principal))
+
+
+def _config(workdir: Path, address: str, pki: Pki | None) -> str:
     tenants = "".join(f'\n[[tenants]]\nname = "{t}"\nparent = "root"\nguarantee_uj = {HUGE}\n'
                       f'guarantee_mdev = {10**9}\n' for t in TENANTS)
     return f"""
@@ -91,6 +132,7 @@ def _config(workdir: Path, address: str) -> str:
 listen = "{address}"
 metrics = ""
 log_level = "warning"
+{"insecure = true" if pki is None else pki.config()}
 
 [ledger]
 path = "{workdir / 'ledger.sqlite'}"
@@ -103,27 +145,30 @@ guarantee_mdev = {10**9 * len(TENANTS)}
 {tenants}"""
 
 
-def configure(workdir: Path) -> str:
-    """scheduler.toml on a free loopback port, and a steward key if there is none yet; the address."""
+def configure(workdir: Path, pki: Pki | None = None) -> str:
+    """scheduler.toml on a free loopback port (mTLS with `pki`, else insecure mode), and a
+    steward key if there is none yet; the address."""
     address = f"127.0.0.1:{_free_port()}"
+    workdir.mkdir(parents=True, exist_ok=True)
     if not (workdir / "steward.key").exists():
         keys.write_pair(keys.generate(), workdir / "steward")
-    (workdir / "scheduler.toml").write_text(_config(workdir, address))
+    (workdir / "scheduler.toml").write_text(_config(workdir, address, pki))
     return address
 
 
 @contextlib.contextmanager
-def scheduler(workdir: Path, prepare: Callable[[], None] | None = None) -> Iterator[tuple[str, int]]:
+def scheduler(workdir: Path, prepare: Callable[[], None] | None = None, pki: Pki | None = None
+              ) -> Iterator[tuple[str, int]]:
     """A pool-scheduler serving on loopback (after `prepare`, which may write
     its ledger); terminated, then killed, on the way out."""
-    address = configure(workdir)
+    address = configure(workdir, pki)
     if prepare is not None:
         prepare()
     log = open(workdir / "scheduler.log", "a")
     process = subprocess.Popen([str(BIN / "pool-scheduler"), "--config", str(workdir / "scheduler.toml")],
                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:
-        _wait_serving(address, process, workdir)
+        _wait_serving(address, process, workdir, pki)
         yield address, process.pid
     finally:
         process.terminate()
@@ -135,10 +180,10 @@ def scheduler(workdir: Path, prepare: Callable[[], None] | None = None) -> Itera
         log.close()
 
 
-def _wait_serving(address: str, process: subprocess.Popen, workdir: Path) -> None:
+def _wait_serving(address: str, process: subprocess.Popen, workdir: Path, pki: Pki | None) -> None:
     deadline = time.monotonic() + 30
-    with grpc.insecure_channel(address) as channel:
-        health = health_pb2_grpc.HealthStub(channel)
+    with channel(address, pki, "operator", aio=False) as health_channel:
+        health = health_pb2_grpc.HealthStub(health_channel)
         while time.monotonic() < deadline:
             if process.poll() is not None:
                 raise SystemExit(f"pool-scheduler exited:\n{(workdir / 'scheduler.log').read_text()}")
@@ -282,18 +327,23 @@ class FakeAgent:
 
 # -- the measurements ---------------------------------------------------------
 
-async def measure_service(address: str, pid: int, sizes: Sizes) -> dict[str, Run]:
-    async with grpc.aio.insecure_channel(address) as channel:
-        agents = [FakeAgent(channel, f"bench-{h}") for h in range(sizes.hosts)]
+async def measure_service(address: str, pid: int, sizes: Sizes, pki: Pki | None) -> dict[str, Run]:
+    """Claims and health as the operator; each fake host on a channel of its own, as its agent."""
+    hosts = [f"bench-{h}" for h in range(sizes.hosts)]
+    channels = [channel(address, pki, host) for host in hosts]
+    async with channel(address, pki, "operator") as clients:
+        agents = [FakeAgent(c, host) for c, host in zip(channels, hosts)]
         for agent in agents:
             await agent.connect()
         try:
-            runs = await _rpc_runs(channel, pid, sizes)
+            runs = await _rpc_runs(clients, pid, sizes)
             plans = _plans(agents, sizes)   # serialized before the clock starts
             runs["windows"] = await timed(pid, _send_windows(agents, plans, sizes))
         finally:
             for agent in agents:
                 await agent.close()
+            for c in channels:
+                await c.close()
     return runs
 
 
@@ -382,7 +432,9 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1000:.2f} ms"
 
 
-def report(runs: dict[str, Run], appends: dict[int, float], window_appends: float, sizes: Sizes) -> None:
+def report(runs: dict[str, Run], plain: dict[str, Run], appends: dict[int, float], window_appends: float,
+           sizes: Sizes) -> None:
+    """`runs` over mTLS; `plain` the same phases in insecure mode."""
     n = sizes.inflight
     windows = runs["windows"]
     refused = sum(len(runs[k].latencies) - runs[k].ok for k in ("submit sequential", "submit concurrent")) + \
@@ -411,7 +463,13 @@ def report(runs: dict[str, Run], appends: dict[int, float], window_appends: floa
         for q in (0.5, 0.99):
             line(f"submit -> admitted p{q * 100:.0f}, {clients} in flight", ms(run.pct(q)),
                  f"peer: health Check {ms(rtt.pct(q))}", run.pct(q) / rtt.pct(q))
-    print("cores busy per phase (scheduler / this process): " + ",  ".join(
+    print("mTLS beside plaintext (insecure mode), same run:")
+    for name, label in (("submit concurrent", f"durable admissions/s, {n} in flight"),
+                        ("submit sequential", "durable admissions/s, 1 in flight"),
+                        ("windows", "windows/s ingested")):
+        line(f"  {label}: mTLS vs plaintext", f"{runs[name].rate:,.0f}/s vs {plain[name].rate:,.0f}/s",
+             "target >= 80 % of plaintext", runs[name].rate / plain[name].rate)
+    print("cores busy per phase, mTLS (scheduler / this process): " + ",  ".join(
         f"{name} {run.server_cores:.2f} / {run.client_cores:.2f}" for name, run in runs.items()))
 
 
@@ -425,12 +483,15 @@ def main() -> None:
     print("ratios: rates measured / peer or target; latencies measured / peer")
     with tempfile.TemporaryDirectory(prefix="pool-bench-", dir=os.environ.get("BENCH_DIR")) as tmp:
         workdir = Path(tmp)
-        with scheduler(workdir) as (address, pid):
-            runs = asyncio.run(measure_service(address, pid, sizes))
+        pki = Pki(workdir / "pki", sizes.hosts)
+        with scheduler(workdir / "mtls", pki=pki) as (address, pid):
+            runs = asyncio.run(measure_service(address, pid, sizes, pki))
+        with scheduler(workdir / "plain") as (address, pid):
+            plain = asyncio.run(measure_service(address, pid, sizes, None))
         appends = {clients: group_commit_rate(workdir / f"appends-{clients}.db", keys.generate(), total, clients)
                    for clients, total in ((1, sizes.ledger_appends // 20), (sizes.inflight, sizes.ledger_appends))}
         window_appends = windows_append_rate(workdir / "windows.db", sizes)
-    report(runs, appends, window_appends, sizes)
+    report(runs, plain, appends, window_appends, sizes)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,138 @@
+"""Who may connect at all: mutual TLS with the configured CA, certificates
+that are valid now, principals that SIGHUP can remove, insecure mode only on
+loopback; and the actor every receipt records."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import subprocess
+import urllib.request
+
+import grpc
+import pytest
+
+from protos.pool.v1 import claims_pb2, claims_pb2_grpc, ops_pb2
+from scheduler.ctl import certs
+from scheduler.ledger import export
+from scheduler.ledger.verify import verify
+
+from .conftest import BIN, free_port, wait_for
+
+
+def _submit(stub, claim_id: str, tenant: str = "alpha"):
+    return stub.Submit(claims_pb2.SubmitRequest(claim_id=claim_id, tenant=tenant, estimate_uj=5), timeout=10)
+
+
+def _refused(channel: grpc.Channel) -> grpc.RpcError:
+    with pytest.raises(grpc.RpcError) as caught:
+        _submit(claims_pb2_grpc.ClaimsStub(channel), "x")
+    return caught.value
+
+
+def test_plaintext_to_the_tls_port_is_refused(cluster):
+    s = cluster()
+    error = _refused(grpc.insecure_channel(s.address))
+    assert error.code() == grpc.StatusCode.UNAVAILABLE
+
+
+def test_a_certificate_from_another_ca_is_refused(cluster, tmp_path):
+    s = cluster()
+    other = tmp_path / "other-ca"
+    certs.make_ca(other)
+    certs.make_client(other, "alpha")   # the right name, signed by the wrong CA
+    credentials = grpc.ssl_channel_credentials(s.pki.ca.read_bytes(), (other / "alpha.key").read_bytes(),
+                                               (other / "alpha.pem").read_bytes())
+    assert _refused(grpc.secure_channel(s.address, credentials)).code() == grpc.StatusCode.UNAVAILABLE
+
+
+def test_an_expired_certificate_is_refused(cluster):
+    s = cluster()
+    long_ago = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(days=30)
+    certs.issue(s.pki.dir, "expired", "alpha", days=1, not_before=long_ago)
+    credentials = grpc.ssl_channel_credentials(s.pki.ca.read_bytes(), (s.pki.dir / "expired.key").read_bytes(),
+                                               (s.pki.dir / "expired.pem").read_bytes())
+    assert _refused(grpc.secure_channel(s.address, credentials)).code() == grpc.StatusCode.UNAVAILABLE
+
+
+def test_no_client_certificate_is_refused(cluster):
+    s = cluster()
+    credentials = grpc.ssl_channel_credentials(s.pki.ca.read_bytes())
+    assert _refused(grpc.secure_channel(s.address, credentials)).code() == grpc.StatusCode.UNAVAILABLE
+
+
+def test_a_principal_removed_and_sighup_is_refused_without_a_restart(cluster):
+    s = cluster()
+    alpha = s.as_principal("alpha")
+    _submit(alpha.claims, "before")
+    pid = s.process.pid
+    s.config.write_text(s.config.read_text().replace('[principals."alpha"]\nrole = "tenant"\ntenants = ["alpha"]', ""))
+    s.reload()
+
+    def refused() -> bool:
+        try:
+            _submit(alpha.claims, "after")
+        except grpc.RpcError as error:
+            assert error.code() == grpc.StatusCode.UNAUTHENTICATED
+            return error.details().startswith("UNKNOWN_PRINCIPAL: 'alpha'")
+        return False
+
+    wait_for("alpha to be refused", refused, 20)
+    assert s.process.pid == pid and s.process.poll() is None
+    assert s.claims.Get(claims_pb2.GetClaimRequest(claim_id="before")).state   # nothing else changed
+
+
+def test_a_reload_with_a_bad_configuration_changes_nothing(cluster):
+    s = cluster()
+    s.config.write_text(s.config.read_text() + '\n[principals.eve]\nrole = "emperor"\n')
+    s.reload()
+    wait_for("the reload to be refused", lambda: "reload refused" in s.log(), 20)
+    _submit(s.as_principal("alpha").claims, "still")
+    assert s.process.poll() is None
+
+
+def test_the_actor_of_each_receipt_is_the_caller(cluster):
+    s = cluster()
+    s.register("w1")
+    s.as_principal("alpha").poolctl("submit", "c1", "--tenant", "alpha", "--estimate-uj", "10")
+    s.poolctl("release", "c1")
+    status = s.json("claims")["claims"][0]
+    assert (status["submitted_by"], status["released_by"]) == ("alpha", "operator")
+    s.stop()
+    s.start()   # replayed from the ledger
+    status = s.json("claims")["claims"][0]
+    assert (status["submitted_by"], status["released_by"]) == ("alpha", "operator")
+    table = s.poolctl("claims").stdout
+    assert "submitted by" in table and "alpha" in table
+    blob = b"".join(c.receipts for c in s.ops.LedgerExport(ops_pb2.LedgerExportRequest()))
+    actors = [e.actor for e in _entries(blob)]
+    assert actors[0] is None   # genesis: the ledger's own
+    assert {"w1", "alpha", "operator"} <= set(actors)
+
+
+def _entries(blob: bytes) -> list:
+    seen = []
+    report = verify(export.split(blob), on_entry=seen.append)
+    assert report.valid
+    return seen
+
+
+def test_insecure_mode_serves_loopback_with_a_warning_and_a_metric(cluster):
+    port = free_port()
+    s = cluster(insecure=True, metrics=f"127.0.0.1:{port}")
+    s.register("w1")
+    s.poolctl("submit", "c1", "--tenant", "alpha", "--estimate-uj", "10")
+    assert s.json("claims")["claims"][0]["submitted_by"] == "insecure"
+    assert "INSECURE MODE" in s.log()
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    assert "pool_insecure_mode 1.0" in text
+
+
+def test_insecure_mode_on_a_routable_address_is_refused_at_start(tmp_path):
+    config = tmp_path / "s.toml"
+    config.write_text(f'[server]\ninsecure = true\nlisten = "0.0.0.0:{free_port()}"\n'
+                      '[[tenants]]\nname = "root"\n')
+    done = subprocess.run([str(BIN / "pool-scheduler"), "--config", str(config)], capture_output=True, text=True,
+                          timeout=60, env={**os.environ})
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0 and "may only listen on a loopback address" in done.stderr
