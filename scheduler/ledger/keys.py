@@ -91,7 +91,20 @@ def _read(path: str | Path) -> bytes:
         raise KeyFileError(f"cannot read {path}: {exc.strerror}") from None
 
 
+def check_private(path: str | Path) -> None:
+    """Refuse a private key file that group or others may read or write, as ssh does."""
+    try:
+        mode = os.stat(path).st_mode & 0o777
+    except OSError as exc:
+        raise KeyFileError(f"cannot read {path}: {exc.strerror}") from None
+    if mode & 0o077:
+        raise KeyFileError(f"{path} is accessible by group or others (mode {mode:04o}); "
+                           f"a private key must be 0600: chmod 600 {path}")
+
+
 def load_signing_key(path: str | Path) -> SigningKey:
+    """A private key (KeyFileError if unreadable, not Ed25519, or open to group or others)."""
+    check_private(path)
     try:
         private = serialization.load_pem_private_key(_read(path), password=None)
     except (ValueError, TypeError) as exc:

@@ -163,6 +163,7 @@ LEDGER = "operator auditor witness"    # a witness reads what it signs
 
 TABLE: Mapping[str, Rule] = {
     "/pool.v1.Claims/Submit": rule(ACTORS, tenant_field("tenant")),
+    "/pool.v1.Claims/SubmitMany": rule(ACTORS, each_spec("claims")),
     "/pool.v1.Claims/Progress": rule(ACTORS, claim_field("claim_id")),
     "/pool.v1.Claims/Release": rule(ACTORS, claim_field("claim_id")),
     "/pool.v1.Claims/Get": rule(READERS, claim_field("claim_id")),
@@ -312,3 +313,26 @@ async def _resumed(first: Any, rest: Any) -> Any:
 
 _WRAPPERS = {(False, False): _unary_unary, (False, True): _unary_stream,
              (True, True): _stream_stream, (True, False): _stream_unary}
+
+
+# -- the table in words: docs/OPERATIONS.md and the proto comments print these --
+
+def roles_text(rule: Rule) -> str:
+    return "anyone the TLS layer admits" if ANYONE in rule.roles else ", ".join(sorted(rule.roles))
+
+
+def scope_text(rule: Rule) -> str:
+    return "; ".join(f"{s.binds}: {s.says}" for s in (rule.scope, rule.reply) if s is not None) or "none"
+
+
+def proto_comment(method: str) -> str:
+    """The comment line above each pool.v1 rpc (tests/e2e/test_authz.py checks them)."""
+    rule = TABLE[method]
+    return f"// Callers: {roles_text(rule)}. Scope: {scope_text(rule)}."
+
+
+def markdown() -> str:
+    """The table as docs/OPERATIONS.md prints it."""
+    rows = ["| RPC | roles | scope (for the role named) |", "|---|---|---|"]
+    rows += [f"| `{m.lstrip('/')}` | {roles_text(r)} | {scope_text(r)} |" for m, r in TABLE.items()]
+    return "\n".join(rows)

@@ -87,7 +87,8 @@ def open_ledger(config: SchedulerConfig, engine: Engine, accept_loss: bool = Fal
     try:
         key = load_signing_key(config.ledger.steward_key)
     except KeyFileError as exc:
-        raise StartupError(f"steward key: {exc} (create one with `poolctl keygen`)") from None
+        hint = "" if config.ledger.steward_key.exists() else " (create one with `poolctl keygen`)"
+        raise StartupError(f"steward key: {exc}{hint}") from None
     path = config.ledger.path if store is None else "in PostgreSQL"
     try:
         if store is None:

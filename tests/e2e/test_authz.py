@@ -4,12 +4,15 @@ the service descriptors, so an RPC without a row fails here."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2
 
 from protos.pool.v1 import agent_pb2, claims_pb2, ops_pb2, types_pb2
-from scheduler.service.authz import ANYONE, TABLE
+from scheduler.service.authz import ANYONE, TABLE, markdown, proto_comment
 from scheduler.service.errors import STATUS
 
 # one principal per role (the harness declares them); "mallory" has a certificate from the same CA
@@ -35,6 +38,8 @@ def _requests(method: str, claim: str, tenant: str, host: str) -> list:
     """Request messages that are in scope for a caller of tenant `tenant` / host `host`."""
     request = {
         "Submit": lambda: claims_pb2.SubmitRequest(claim_id=f"{claim}-new", tenant=tenant, estimate_uj=5),
+        "SubmitMany": lambda: claims_pb2.SubmitManyRequest(claims=[claims_pb2.SubmitRequest(
+            claim_id=f"{claim}-many", tenant=tenant, estimate_uj=5)]),
         "Progress": lambda: claims_pb2.ProgressRequest(claim_id=claim, completed_units=1),
         "Release": lambda: claims_pb2.ReleaseRequest(claim_id=claim),
         "Get": lambda: claims_pb2.GetClaimRequest(claim_id=claim),
@@ -173,3 +178,13 @@ def test_an_agent_acts_only_as_its_own_host(cluster):
             pass
     assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
     assert caught.value.details().startswith("OUT_OF_SCOPE: ")
+
+
+def test_the_proto_comments_and_the_docs_print_the_table():
+    root = Path(__file__).resolve().parents[2]
+    for name, service in (("claims", "Claims"), ("ops", "Operations"), ("agent", "AgentService")):
+        lines = (root / "protos" / "pool" / "v1" / f"{name}.proto").read_text().splitlines()
+        for i, line in enumerate(lines):
+            if (rpc := re.match(r"\s*rpc (\w+)\(", line)):
+                assert lines[i - 1].strip() == proto_comment(f"/pool.v1.{service}/{rpc.group(1)}"), line
+    assert markdown() in (root / "docs" / "OPERATIONS.md").read_text()

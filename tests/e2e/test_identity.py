@@ -136,3 +136,15 @@ def test_insecure_mode_on_a_routable_address_is_refused_at_start(tmp_path):
                           timeout=60, env={**os.environ})
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0 and "may only listen on a loopback address" in done.stderr
+
+
+def test_a_steward_key_readable_by_others_is_refused_with_the_fix(cluster):
+    s = cluster()
+    s.stop()
+    key = s.dir / "steward.key"
+    key.chmod(0o644)
+    done = subprocess.run([str(BIN / "pool-scheduler"), "--config", str(s.config)], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2
+    [line] = done.stderr.strip().splitlines()
+    assert "accessible by group or others (mode 0644)" in line and f"chmod 600 {key}" in line

@@ -23,7 +23,11 @@ def test_documented_receipts_are_reproduced_and_verify():
                             {"steward_key": key.public.raw})
     admitted = receipts.make(key, 1, genesis.hash, 1_700_000_000_000_000_001, "claim.admitted",
                              {"claim": "c-1", "hold_uj": 5_000_000})
-    assert _documented_receipts() == [genesis.raw, admitted.raw]
+    released = receipts.make(key, 2, admitted.hash, 1_700_000_000_000_000_002, "claim.released",
+                             {"claim": "c-1"}, actor="alpha")
+    assert _documented_receipts() == [genesis.raw, admitted.raw, released.raw]
     assert key.public.key_id.hex() in DOC.read_text()
-    assert genesis.hash.hex() in DOC.read_text() and admitted.hash.hex() in DOC.read_text()
-    assert verify([genesis.raw, admitted.raw], key.public, workers=1).valid
+    assert all(r.hash.hex() in DOC.read_text() for r in (genesis, admitted, released))
+    seen = []
+    assert verify([genesis.raw, admitted.raw, released.raw], key.public, workers=1, on_entry=seen.append).valid
+    assert [e.actor for e in seen] == [None, None, "alpha"]   # receipts without an actor verify as before

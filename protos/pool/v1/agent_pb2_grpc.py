@@ -26,7 +26,12 @@ if _version_not_supported:
 
 
 class AgentServiceStub:
-    """Missing associated documentation comment in .proto file."""
+    """Every call is authenticated and authorized before it runs, by the table
+    in docs/OPERATIONS.md ("Security"), printed as "Callers:" on each rpc:
+    UNAUTHENTICATED (NO_CLIENT_CERTIFICATE, UNKNOWN_PRINCIPAL: the client
+    certificate's CN is not a declared principal), PERMISSION_DENIED
+    (ROLE_NOT_ALLOWED, OUT_OF_SCOPE). A refused call changes nothing.
+    """
 
     def __init__(self, channel):
         """Constructor.
@@ -47,7 +52,12 @@ class AgentServiceStub:
 
 
 class AgentServiceServicer:
-    """Missing associated documentation comment in .proto file."""
+    """Every call is authenticated and authorized before it runs, by the table
+    in docs/OPERATIONS.md ("Security"), printed as "Callers:" on each rpc:
+    UNAUTHENTICATED (NO_CLIENT_CERTIFICATE, UNKNOWN_PRINCIPAL: the client
+    certificate's CN is not a declared principal), PERMISSION_DENIED
+    (ROLE_NOT_ALLOWED, OUT_OF_SCOPE). A refused call changes nothing.
+    """
 
     def Register(self, request, context):
         """Announce a host, its capacity and its meters. Idempotent: a host that
@@ -55,6 +65,7 @@ class AgentServiceServicer:
         meters, and learns the last window sequence the scheduler has counted.
         Errors: INVALID_ARGUMENT (INVALID_ARGUMENT: empty host id, a device
         listed twice); UNAVAILABLE (NOT_READY).
+        Callers: agent. Scope: agent: host_id equals the caller's CN.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -67,6 +78,7 @@ class AgentServiceServicer:
         or below the acknowledged sequence is a resend and is counted once.
         Errors: FAILED_PRECONDITION (UNREGISTERED_AGENT), INVALID_ARGUMENT
         (INVALID_WINDOW, naming the window's seq and the problem).
+        Callers: agent. Scope: agent: the first message's Hello host_id equals the caller's CN.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -94,7 +106,12 @@ def add_AgentServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class AgentService:
-    """Missing associated documentation comment in .proto file."""
+    """Every call is authenticated and authorized before it runs, by the table
+    in docs/OPERATIONS.md ("Security"), printed as "Callers:" on each rpc:
+    UNAUTHENTICATED (NO_CLIENT_CERTIFICATE, UNKNOWN_PRINCIPAL: the client
+    certificate's CN is not a declared principal), PERMISSION_DENIED
+    (ROLE_NOT_ALLOWED, OUT_OF_SCOPE). A refused call changes nothing.
+    """
 
     @staticmethod
     def Register(request,

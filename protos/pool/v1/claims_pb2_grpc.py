@@ -26,7 +26,12 @@ if _version_not_supported:
 
 
 class ClaimsStub:
-    """Missing associated documentation comment in .proto file."""
+    """Every call is authenticated and authorized before it runs, by the table
+    in docs/OPERATIONS.md ("Security"), printed as "Callers:" on each rpc:
+    UNAUTHENTICATED (NO_CLIENT_CERTIFICATE, UNKNOWN_PRINCIPAL: the client
+    certificate's CN is not a declared principal), PERMISSION_DENIED
+    (ROLE_NOT_ALLOWED, OUT_OF_SCOPE). A refused call changes nothing.
+    """
 
     def __init__(self, channel):
         """Constructor.
@@ -72,7 +77,12 @@ class ClaimsStub:
 
 
 class ClaimsServicer:
-    """Missing associated documentation comment in .proto file."""
+    """Every call is authenticated and authorized before it runs, by the table
+    in docs/OPERATIONS.md ("Security"), printed as "Callers:" on each rpc:
+    UNAUTHENTICATED (NO_CLIENT_CERTIFICATE, UNKNOWN_PRINCIPAL: the client
+    certificate's CN is not a declared principal), PERMISSION_DENIED
+    (ROLE_NOT_ALLOWED, OUT_OF_SCOPE). A refused call changes nothing.
+    """
 
     def Submit(self, request, context):
         """Submit a claim. Every state change is durable in the ledger before the
@@ -81,6 +91,7 @@ class ClaimsServicer:
         (UNKNOWN_TENANT, UNKNOWN_WORK_CLASS), ALREADY_EXISTS (DUPLICATE_CLAIM),
         FAILED_PRECONDITION (EMPTY_WORK_CLASS), UNAVAILABLE (NOT_READY,
         LEDGER_UNAVAILABLE).
+        Callers: operator, tenant. Scope: tenant: tenant in the caller's subtrees.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -100,6 +111,7 @@ class ClaimsServicer:
         returns the original answers. Errors for the whole call (nothing is
         recorded): INVALID_ARGUMENT (INVALID_ARGUMENT: more than 1,000 claims),
         UNAVAILABLE (NOT_READY, LEDGER_UNAVAILABLE).
+        Callers: operator, tenant. Scope: tenant: the tenant of every spec in claims is in the caller's subtrees.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -108,6 +120,7 @@ class ClaimsServicer:
     def Progress(self, request, context):
         """Report cumulative completed units. Errors: NOT_FOUND (UNKNOWN_CLAIM),
         FAILED_PRECONDITION (CLAIM_NOT_OPEN), INVALID_ARGUMENT (PROGRESS_REGRESSED).
+        Callers: operator, tenant. Scope: tenant: the claim named by claim_id is in the caller's subtrees.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -118,6 +131,7 @@ class ClaimsServicer:
         its shares, graded by its worst window), never a client figure. A pending
         claim is withdrawn. Errors: NOT_FOUND (UNKNOWN_CLAIM), FAILED_PRECONDITION
         (CLAIM_NOT_OPEN).
+        Callers: operator, tenant. Scope: tenant: the claim named by claim_id is in the caller's subtrees.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -125,6 +139,7 @@ class ClaimsServicer:
 
     def Get(self, request, context):
         """One claim's current status. Errors: NOT_FOUND (UNKNOWN_CLAIM).
+        Callers: auditor, operator, tenant. Scope: tenant: the claim named by claim_id is in the caller's subtrees.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -132,6 +147,7 @@ class ClaimsServicer:
 
     def List(self, request, context):
         """Claims, optionally filtered by tenant (subtree) and state.
+        Callers: auditor, operator, tenant. Scope: tenant: tenant in the caller's subtrees; empty: the caller's one subtree.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -141,6 +157,7 @@ class ClaimsServicer:
         """A stream of state changes: the current status of each matching claim
         first, then every change as it becomes durable.
         Errors: NOT_FOUND (UNKNOWN_CLAIM, UNKNOWN_TENANT).
+        Callers: auditor, operator, tenant. Scope: tenant: the watched claim or tenant is in the caller's subtrees; no target: the caller's one subtree.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -193,7 +210,12 @@ def add_ClaimsServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class Claims:
-    """Missing associated documentation comment in .proto file."""
+    """Every call is authenticated and authorized before it runs, by the table
+    in docs/OPERATIONS.md ("Security"), printed as "Callers:" on each rpc:
+    UNAUTHENTICATED (NO_CLIENT_CERTIFICATE, UNKNOWN_PRINCIPAL: the client
+    certificate's CN is not a declared principal), PERMISSION_DENIED
+    (ROLE_NOT_ALLOWED, OUT_OF_SCOPE). A refused call changes nothing.
+    """
 
     @staticmethod
     def Submit(request,

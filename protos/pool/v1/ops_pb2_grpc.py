@@ -26,7 +26,12 @@ if _version_not_supported:
 
 
 class OperationsStub:
-    """Missing associated documentation comment in .proto file."""
+    """Every call is authenticated and authorized before it runs, by the table
+    in docs/OPERATIONS.md ("Security"), printed as "Callers:" on each rpc:
+    UNAUTHENTICATED (NO_CLIENT_CERTIFICATE, UNKNOWN_PRINCIPAL: the client
+    certificate's CN is not a declared principal), PERMISSION_DENIED
+    (ROLE_NOT_ALLOWED, OUT_OF_SCOPE). A refused call changes nothing.
+    """
 
     def __init__(self, channel):
         """Constructor.
@@ -92,10 +97,16 @@ class OperationsStub:
 
 
 class OperationsServicer:
-    """Missing associated documentation comment in .proto file."""
+    """Every call is authenticated and authorized before it runs, by the table
+    in docs/OPERATIONS.md ("Security"), printed as "Callers:" on each rpc:
+    UNAUTHENTICATED (NO_CLIENT_CERTIFICATE, UNKNOWN_PRINCIPAL: the client
+    certificate's CN is not a declared principal), PERMISSION_DENIED
+    (ROLE_NOT_ALLOWED, OUT_OF_SCOPE). A refused call changes nothing.
+    """
 
     def Tenants(self, request, context):
         """The entitlement tree with guarantees and usage. No errors.
+        Callers: auditor, operator, tenant. Scope: tenant: only the nodes of the caller's subtrees.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -103,6 +114,7 @@ class OperationsServicer:
 
     def Workers(self, request, context):
         """Workers with capacity, reserved, available and active claims. No errors.
+        Callers: auditor, operator. Scope: none.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -110,6 +122,7 @@ class OperationsServicer:
 
     def Explain(self, request, context):
         """Why a claim is (not) admitted. Errors: NOT_FOUND (UNKNOWN_CLAIM).
+        Callers: auditor, operator, tenant. Scope: tenant: the claim named by claim_id is in the caller's subtrees.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -118,6 +131,7 @@ class OperationsServicer:
     def Splits(self, request, context):
         """Per-tenant joule splits by device and window.
         Errors: NOT_FOUND (UNKNOWN_TENANT).
+        Callers: auditor, operator, tenant. Scope: tenant: tenant in the caller's subtrees; empty: the caller's one subtree.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -126,6 +140,7 @@ class OperationsServicer:
     def PreemptionOrder(self, request, context):
         """Who would be preempted, in order, to admit a claim (or in general).
         Errors: NOT_FOUND (UNKNOWN_CLAIM).
+        Callers: auditor, operator. Scope: none.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -133,6 +148,7 @@ class OperationsServicer:
 
     def ReclamationOrder(self, request, context):
         """The idle verdict of every open claim and the reclamation order.
+        Callers: auditor, operator. Scope: none.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -141,6 +157,7 @@ class OperationsServicer:
     def Reclaim(self, request, context):
         """Settle every claim in the reclamation order as RECLAIMED.
         Errors: UNAVAILABLE (LEDGER_UNAVAILABLE).
+        Callers: operator. Scope: none.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -149,6 +166,7 @@ class OperationsServicer:
     def Estimate(self, request, context):
         """The derived estimate of a work class (RULES §7).
         Errors: NOT_FOUND (UNKNOWN_WORK_CLASS).
+        Callers: auditor, operator, tenant. Scope: none.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -156,6 +174,7 @@ class OperationsServicer:
 
     def LedgerHead(self, request, context):
         """The ledger's id, length and head hash.
+        Callers: auditor, operator, witness. Scope: none.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -163,6 +182,7 @@ class OperationsServicer:
 
     def LedgerExport(self, request, context):
         """The ledger as a CBOR sequence (RFC 8742), in chunks.
+        Callers: auditor, operator, witness. Scope: none.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -172,6 +192,7 @@ class OperationsServicer:
         """Record a witness's signature over (ledger id, length, head).
         Errors: INVALID_ARGUMENT (WITNESS_REJECTED: bad signature, a head that
         does not match the ledger at that length, or the steward's own key).
+        Callers: witness. Scope: none.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -244,7 +265,12 @@ def add_OperationsServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class Operations:
-    """Missing associated documentation comment in .proto file."""
+    """Every call is authenticated and authorized before it runs, by the table
+    in docs/OPERATIONS.md ("Security"), printed as "Callers:" on each rpc:
+    UNAUTHENTICATED (NO_CLIENT_CERTIFICATE, UNKNOWN_PRINCIPAL: the client
+    certificate's CN is not a declared principal), PERMISSION_DENIED
+    (ROLE_NOT_ALLOWED, OUT_OF_SCOPE). A refused call changes nothing.
+    """
 
     @staticmethod
     def Tenants(request,
