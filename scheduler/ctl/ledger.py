@@ -14,7 +14,7 @@ import grpc
 from protos.pool.v1 import ops_pb2, ops_pb2_grpc
 from scheduler.ctl.output import EXIT_FAILED, EXIT_OK, CtlError, add_output_flag, emit, table
 from scheduler.ctl.wire import add_scheduler_flag, as_ctl_error, call, channel, online_verb, to_doc
-from scheduler.ledger import cose, export, keys, receipts, witness
+from scheduler.ledger import cose, export, keys, receipts, trust, witness
 from scheduler.ledger.store import StoreError
 from scheduler.ledger.stores import describe, is_dsn, open_store
 from scheduler.ledger.verify import Report, verify
@@ -52,6 +52,9 @@ def register(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("--key", metavar="PUBKEY", help="the steward's public key (default: the genesis's)")
     p.add_argument("--witness", action="append", default=[], metavar="FILE",
                    help="a witness statement to check against the ledger; repeatable")
+    p.add_argument("--witness-key", action="append", default=[], metavar="KEY",
+                   help="a trusted witness's public key (file or 64 hex digits); repeatable. With it, only "
+                        "these keys' statements grade `witnessed`, and one that contradicts the ledger fails it")
     add_output_flag(p)
     p.set_defaults(run=_verify)
 
@@ -87,10 +90,14 @@ def _read_file(path: str) -> bytes:
         raise CtlError("UNREADABLE", f"{path}: {exc.strerror}") from None
 
 
-def _verified(path: str, key: keys.PublicKey | None, witness_files: Sequence[bytes] = ()) -> Report:
+def _verified(path: str, key: keys.PublicKey | None, witness_files: Sequence[bytes] = (),
+              trusted: frozenset[keys.PublicKey] = frozenset()) -> Report | trust.Judged:
+    """The ledger at `path` verified; with `trusted` witness keys, judged by them too."""
     if not is_dsn(path) and not Path(path).is_file():
         raise CtlError("UNREADABLE", f"{path}: no such file")
     try:
+        if trusted:
+            return trust.judge(export.receipts_at(path), key, witness_files, trusted, bodies=scheduler_bodies.check)
         return verify(export.receipts_at(path), key, witness_files=witness_files, bodies=scheduler_bodies.check)
     except (OSError, StoreError) as exc:
         raise CtlError("UNREADABLE", str(exc)) from None
@@ -156,7 +163,11 @@ def _import(args: Any) -> int:
 
 def _verify(args: Any) -> int:
     statements = [_read_file(path) for path in args.witness]
-    report = _verified(args.path, _public_key(args.key), statements)
+    try:
+        trusted = frozenset(keys.public_key_from(k) for k in args.witness_key)
+    except keys.KeyFileError as exc:
+        raise CtlError("BAD_KEY", str(exc)) from None
+    report = _verified(args.path, _public_key(args.key), statements, trusted)
     emit(args, report.document(), lambda d: _render_report(d, report.detail))
     return EXIT_OK if report.valid else EXIT_FAILED
 

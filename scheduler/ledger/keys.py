@@ -131,3 +131,13 @@ def load_public_key(path: str | Path) -> PublicKey:
     if not isinstance(public, Ed25519PublicKey):
         raise KeyFileError(f"{path} is not an Ed25519 public key")
     return PublicKey(public.public_bytes(*_RAW))
+
+
+def public_key_from(text: str) -> PublicKey:
+    """A public key named in configuration or on a command line: 64 hex digits, or a key file."""
+    if len(text) == 64:
+        try:
+            return PublicKey(bytes.fromhex(text))
+        except ValueError:
+            pass
+    return load_public_key(text)

@@ -38,7 +38,7 @@ from google.protobuf.message import Message
 from protos.pool.v1 import ops_pb2
 from scheduler.kernel import ClusterState
 from scheduler.service.errors import Refused
-from scheduler.service.principal import INSECURE, Principal, reset_caller, set_caller
+from scheduler.service.principal import INSECURE, Principal, set_caller
 
 ANYONE = "*"   # a row for any caller the TLS layer let in (health probes), principal or not
 
@@ -243,32 +243,33 @@ class Authorizer(grpc.aio.ServerInterceptor):
             self, details.method, TABLE.get(details.method, CLOSED), handler)
 
 
+async def _admit(door: Authorizer, method: str, rule: Rule, context: grpc.aio.ServicerContext,
+                 read: Callable[[], Awaitable[Any]]) -> tuple[Principal | None, Any]:
+    """Steps 1 to 3 for one call, then the caller set for the rest of it (each
+    call runs in a task of its own, so the setting ends with the call); or the
+    call ends here, refused. `read` gives the message the scope judges: the
+    request, or a stream's first message (read only once the caller is known)."""
+    try:
+        principal = door.authorize(method, rule, context)
+        message = door.narrow(rule.scope, principal, await read())
+    except Refused as error:
+        await door.refuse(context, error)
+    if principal is not None:
+        set_caller(principal)
+    return principal, message
+
+
 def _unary_unary(door: Authorizer, method: str, rule: Rule, handler: Any) -> Any:
     async def call(request: Message, context: grpc.aio.ServicerContext) -> Any:
-        try:
-            principal = door.authorize(method, rule, context)
-            request = door.narrow(rule.scope, principal, request)
-        except Refused as error:
-            await door.refuse(context, error)
-        token = set_caller(principal) if principal else None
-        try:
-            response = await handler.unary_unary(request, context)
-        finally:
-            if token is not None:
-                reset_caller(token)
-        return door.narrow(rule.reply, principal, response) if response is not None else None
+        principal, request = await _admit(door, method, rule, context, _given(request))
+        response = await handler.unary_unary(request, context)
+        return door.narrow(rule.reply, principal, response)
     return grpc.unary_unary_rpc_method_handler(call, handler.request_deserializer, handler.response_serializer)
 
 
 def _unary_stream(door: Authorizer, method: str, rule: Rule, handler: Any) -> Any:
     async def call(request: Message, context: grpc.aio.ServicerContext) -> Any:
-        try:
-            principal = door.authorize(method, rule, context)
-            request = door.narrow(rule.scope, principal, request)
-        except Refused as error:
-            await door.refuse(context, error)
-        if principal:
-            set_caller(principal)   # each call runs in a task of its own: the setting ends with it
+        _, request = await _admit(door, method, rule, context, _given(request))
         async for response in handler.unary_stream(request, context):
             yield response
     return grpc.unary_stream_rpc_method_handler(call, handler.request_deserializer, handler.response_serializer)
@@ -276,14 +277,7 @@ def _unary_stream(door: Authorizer, method: str, rule: Rule, handler: Any) -> An
 
 def _stream_stream(door: Authorizer, method: str, rule: Rule, handler: Any) -> Any:
     async def call(requests: Any, context: grpc.aio.ServicerContext) -> Any:
-        try:
-            principal = door.authorize(method, rule, context)
-            first = await anext(aiter(requests), None)
-            first = door.narrow(rule.scope, principal, first)
-        except Refused as error:
-            await door.refuse(context, error)
-        if principal:
-            set_caller(principal)
+        _, first = await _admit(door, method, rule, context, lambda: anext(aiter(requests), None))
         async for response in handler.stream_stream(_resumed(first, requests), context):
             yield response
     return grpc.stream_stream_rpc_method_handler(call, handler.request_deserializer, handler.response_serializer)
@@ -291,15 +285,15 @@ def _stream_stream(door: Authorizer, method: str, rule: Rule, handler: Any) -> A
 
 def _stream_unary(door: Authorizer, method: str, rule: Rule, handler: Any) -> Any:
     async def call(requests: Any, context: grpc.aio.ServicerContext) -> Any:
-        try:
-            principal = door.authorize(method, rule, context)
-            first = door.narrow(rule.scope, principal, await anext(aiter(requests), None))
-        except Refused as error:
-            await door.refuse(context, error)
-        if principal:
-            set_caller(principal)
+        _, first = await _admit(door, method, rule, context, lambda: anext(aiter(requests), None))
         return await handler.stream_unary(_resumed(first, requests), context)
     return grpc.stream_unary_rpc_method_handler(call, handler.request_deserializer, handler.response_serializer)
+
+
+def _given(message: Any) -> Callable[[], Awaitable[Any]]:
+    async def read() -> Any:
+        return message
+    return read
 
 
 async def _resumed(first: Any, rest: Any) -> Any:

@@ -19,7 +19,7 @@ from protos import settings
 from protos.settings import ConfigError, natural, positive
 from scheduler.kernel import ConfigApplied, IdlePolicy, Tenant, TreeError, WorkClass, load_tree
 from scheduler.ledger import dcbor
-from scheduler.ledger.keys import KeyFileError, PublicKey, load_public_key
+from scheduler.ledger.keys import KeyFileError, PublicKey, public_key_from
 from scheduler.service.principal import INSECURE, ROLES, SCHEDULER, Principal
 
 RESERVED_PRINCIPALS = (SCHEDULER.name, INSECURE.name)
@@ -169,23 +169,13 @@ def _check_security(config: SchedulerConfig, where: str) -> None:
             raise ConfigError(f"{where}: principals.{name}.tenants: {unknown[0]!r} is not in the tenant tree")
     for key in config.ledger.witness_keys:
         try:
-            witness_key(key)
+            public_key_from(key)
         except KeyFileError as exc:
             raise ConfigError(f"{where}: ledger.witness_keys: {exc}") from None
 
 
-def witness_key(text: str) -> PublicKey:
-    """A trusted witness key as configured: 64 hex digits, or a key file."""
-    if len(text) == 64:
-        try:
-            return PublicKey(bytes.fromhex(text))
-        except ValueError:
-            pass
-    return load_public_key(text)
-
-
 def trusted_witnesses(config: SchedulerConfig) -> frozenset[PublicKey]:
-    return frozenset(witness_key(k) for k in config.ledger.witness_keys)
+    return frozenset(public_key_from(k) for k in config.ledger.witness_keys)
 
 
 def principals(config: SchedulerConfig) -> dict[str, Principal]:
