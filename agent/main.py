@@ -237,11 +237,18 @@ def _client(config, selection, fields, spool, metrics, occupancy) -> StreamClien
     credentials = None
     if s.tls is not None:
         credentials = grpc.ssl_channel_credentials(
-            s.tls.ca.read_bytes(), s.tls.key.read_bytes() if s.tls.key else None,
-            s.tls.cert.read_bytes() if s.tls.cert else None)
+            _pem(s.tls.ca, "ca"), _pem(s.tls.key, "key") if s.tls.key else None,
+            _pem(s.tls.cert, "cert") if s.tls.cert else None)
     return StreamClient(config.scheduler, register, spool, metrics,
                         on_occupancy=occupancy.update, batch_max=s.batch_max, credentials=credentials,
                         backoff=Backoff(s.backoff_initial_ms / 1000, s.backoff_max_ms / 1000))
+
+
+def _pem(path: Path, key: str) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"stream.tls.{key} {path}: {exc.strerror}") from None
 
 
 def _version() -> str:

@@ -121,7 +121,8 @@ def test_the_matrix_every_rpc_by_every_role(cluster):
 
 @pytest.mark.parametrize("attack", ["submit for beta", "release beta's", "progress beta's", "explain beta's",
                                     "watch beta", "splits of beta", "reclaim", "export the ledger",
-                                    "register a host", "record a witness", "workers"])
+                                    "register a host", "stream as a host", "record a witness", "workers",
+                                    "list beta's claims"])
 def test_the_attacks_with_a_tenants_credentials_are_refused(cluster, attack):
     s = cluster()
     s.register("w1")
@@ -138,6 +139,10 @@ def test_the_attacks_with_a_tenants_credentials_are_refused(cluster, attack):
         "reclaim": lambda: alpha.ops.Reclaim(ops_pb2.ReclaimRequest()),
         "export the ledger": lambda: next(alpha.ops.LedgerExport(ops_pb2.LedgerExportRequest(), timeout=5)),
         "register a host": lambda: alpha.agents.Register(agent_pb2.RegisterRequest(host_id="w9")),
+        "stream as a host": lambda: list(alpha.channel.stream_stream(
+            "/pool.v1.AgentService/Stream", lambda m: m.SerializeToString(), agent_pb2.SchedulerMessage.FromString)(
+            iter([agent_pb2.AgentMessage(hello=agent_pb2.Hello(host_id="w1"))]), timeout=5)),
+        "list beta's claims": lambda: alpha.claims.List(claims_pb2.ListClaimsRequest(tenant="beta")),
         "record a witness": lambda: alpha.ops.RecordWitness(ops_pb2.RecordWitnessRequest(witness_receipt=b"x")),
         "workers": lambda: alpha.ops.Workers(ops_pb2.WorkersRequest()),
     }[attack]

@@ -14,7 +14,8 @@ import pytest
 
 from protos.pool.v1 import claims_pb2, claims_pb2_grpc, ops_pb2
 from scheduler.ctl import certs
-from scheduler.ledger import export
+from scheduler.ledger import export, keys
+from scheduler.ledger.witness import sign_statement
 from scheduler.ledger.verify import verify
 
 from .conftest import BIN, free_port, wait_for
@@ -148,3 +149,23 @@ def test_a_steward_key_readable_by_others_is_refused_with_the_fix(cluster):
     assert done.returncode == 2
     [line] = done.stderr.strip().splitlines()
     assert "accessible by group or others (mode 0644)" in line and f"chmod 600 {key}" in line
+
+
+def test_record_witness_takes_only_a_trusted_key(cluster):
+    s = cluster()
+    s.register("w1")
+    witness_stub = s.as_principal("witness").ops
+    info = s.ops.LedgerHead(ops_pb2.LedgerHeadRequest())
+    steward = s.steward.public
+
+    def statement(key) -> bytes:
+        return sign_statement(key, steward, info.ledger_id, info.length, info.head)
+
+    with pytest.raises(grpc.RpcError) as caught:
+        witness_stub.RecordWitness(ops_pb2.RecordWitnessRequest(witness_receipt=statement(keys.generate())))
+    assert caught.value.details().startswith("WITNESS_REJECTED: untrusted_key: ")
+    assert s.ops.LedgerHead(ops_pb2.LedgerHeadRequest()).length == info.length
+    recorded = witness_stub.RecordWitness(ops_pb2.RecordWitnessRequest(witness_receipt=statement(s.witness_key)))
+    assert recorded.witnessed_length == info.length
+    blob = b"".join(c.receipts for c in s.ops.LedgerExport(ops_pb2.LedgerExportRequest()))
+    assert _entries(blob)[-1].actor == "witness"
