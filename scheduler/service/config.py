@@ -9,8 +9,8 @@ named, before anything is served.
 from __future__ import annotations
 
 import hashlib
-import re
 import ipaddress
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
