@@ -108,12 +108,17 @@ class Caller:
 
     def __init__(self, scheduler: Scheduler, principal: str | None) -> None:
         self.scheduler, self.principal = scheduler, principal
-        pki = scheduler.pki
-        self.channel = (grpc.insecure_channel(scheduler.address) if pki is None or principal is None
-                        else grpc.secure_channel(scheduler.address, pki.credentials(principal)))
+        self.channel = self.connect(scheduler.address)
         self.claims = claims_pb2_grpc.ClaimsStub(self.channel)
         self.ops = ops_pb2_grpc.OperationsStub(self.channel)
         self.agents = agent_pb2_grpc.AgentServiceStub(self.channel)
+
+    def connect(self, address: str) -> grpc.Channel:
+        """A channel to `address` as this principal (for FailoverChannel(addresses, connect))."""
+        pki = self.scheduler.pki
+        if pki is None or self.principal is None:
+            return grpc.insecure_channel(address)
+        return grpc.secure_channel(address, pki.credentials(self.principal))
 
     def env(self) -> dict[str, str]:
         pki = self.scheduler.pki
@@ -263,6 +268,10 @@ witness_keys = ["{self.witness_key.public.raw.hex()}"]
     def env(self) -> dict[str, str]:
         """The environment poolctl runs in as the operator: POOL_SCHEDULER, POOL_CA/CERT/KEY."""
         return self.operator.env()
+
+    def connect(self, address: str) -> grpc.Channel:
+        """A channel to any scheduler's address as the operator."""
+        return self.operator.connect(address)
 
     def poolctl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         return self.operator.poolctl(*args, check=check)

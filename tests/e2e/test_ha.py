@@ -73,18 +73,19 @@ class Load:
     """Clients submitting and releasing through a FailoverChannel over every
     scheduler, recording only what was acknowledged."""
 
-    def __init__(self, addresses: list[str], clients: int = 3) -> None:
+    def __init__(self, addresses: list[str], connect, clients: int = 3) -> None:
         self.submitted: set[str] = set()
         self.released: set[str] = set()
         self.errors: list[str] = []
         self._stop = threading.Event()
+        self._connect = connect   # one address's channel, as the harness's operator (mTLS)
         self._threads = [threading.Thread(target=self._run, args=(n, addresses), daemon=True)
                          for n in range(clients)]
         for thread in self._threads:
             thread.start()
 
     def _run(self, n: int, addresses: list[str]) -> None:
-        claims = claims_pb2_grpc.ClaimsStub(FailoverChannel(addresses))
+        claims = claims_pb2_grpc.ClaimsStub(FailoverChannel(addresses, self._connect))
         for i in itertools.count():
             if self._stop.is_set():
                 return
@@ -139,7 +140,7 @@ def test_failover_under_load_loses_nothing_acknowledged_and_counts_windows_once(
     both = [a.address, b.address]
     agent = cluster.agent(a, speed=2.5, address=",".join(both))
     wait_for("the agent to register", lambda: a.json("workers")["workers"])
-    load = Load(both)
+    load = Load(both, a.connect)
     leader, standby = a, b
     took: list[float] = []
     for kill in range(KILLS):
@@ -206,7 +207,7 @@ def test_postgresql_restarted_under_the_leader_loses_nothing_acknowledged(cluste
     dsn = pgcluster.fresh_schema(own_postgres.dsn)
     a = cluster(dsn=dsn, name="a", lease_ms=2000)
     b = cluster(dsn=dsn, name="b", lease_ms=2000, serving=False)
-    load = Load([a.address, b.address], clients=2)
+    load = Load([a.address, b.address], a.connect, clients=2)
     wait_for("some acknowledged submissions", lambda: len(load.submitted) > 20)
     own_postgres.restart()
     assert a.process.wait(timeout=20) == 3
@@ -232,7 +233,7 @@ def test_a_shared_ledger_configuration_is_checked_at_start(tmp_path, ledger, mes
     from protos.settings import ConfigError
     from scheduler.service import config as configuration
     path = tmp_path / "scheduler.toml"
-    path.write_text(f'[ledger]\n{ledger}\n[[tenants]]\nname = "root"\nguarantee_uj = 1\n')
+    path.write_text(f'[server]\ninsecure = true\n[ledger]\n{ledger}\n[[tenants]]\nname = "root"\nguarantee_uj = 1\n')
     with pytest.raises(ConfigError, match=message) as refused:
         configuration.load(path)
     assert "hunter2" not in str(refused.value)
