@@ -26,7 +26,10 @@ flight, as in a cluster at steady state: one admit + release cycle is two
 decisions and three receipts. Phases run for a fixed time. This process is the
 load generator, so on a small machine it competes with the scheduler for cores.
 
-Usage: .venv/bin/python bench/e2e.py [--quick]
+With --postgres DSN (or $POOL_BENCH_POSTGRES_DSN) the schedulers' ledgers and the
+raw ledger peer are on the PostgreSQL store, each in a fresh schema (issue 15).
+
+Usage: .venv/bin/python bench/e2e.py [--quick] [--postgres DSN]
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from ledger import group_commit_rate, line   # bench/ledger.py: the raw append peer, the figure format
+from ledger import fresh_schema, group_commit_rate, line   # bench/ledger.py: the raw append peer, the figure format
 from protos.pool.v1 import agent_pb2, agent_pb2_grpc, claims_pb2, claims_pb2_grpc, types_pb2
 from scheduler.ctl import certs
 from scheduler.ledger import keys
@@ -124,7 +127,7 @@ def channel(address: str, pki: Pki | None, principal: str, aio: bool = True) -> 
     return module.secure_channel(address, pki.credentials(principal))
 
 
-def _config(workdir: Path, address: str, pki: Pki | None) -> str:
+def _config(workdir: Path, address: str, pki: Pki | None, dsn: str = "") -> str:
     tenants = "".join(f'\n[[tenants]]\nname = "{t}"\nparent = "root"\nguarantee_uj = {HUGE}\n'
                       f'guarantee_mdev = {10**9}\n' for t in TENANTS)
     return f"""
@@ -137,6 +140,7 @@ log_level = "warning"
 [ledger]
 path = "{workdir / 'ledger.sqlite'}"
 steward_key = "{workdir / 'steward.key'}"
+{f'store = "postgresql"{chr(10)}dsn = "{fresh_schema(dsn)}"' if dsn else ""}
 
 [[tenants]]
 name = "root"
@@ -145,23 +149,23 @@ guarantee_mdev = {10**9 * len(TENANTS)}
 {tenants}"""
 
 
-def configure(workdir: Path, pki: Pki | None = None) -> str:
+def configure(workdir: Path, pki: Pki | None = None, dsn: str = "") -> str:
     """scheduler.toml on a free loopback port (mTLS with `pki`, else insecure mode), and a
     steward key if there is none yet; the address."""
     address = f"127.0.0.1:{_free_port()}"
     workdir.mkdir(parents=True, exist_ok=True)
     if not (workdir / "steward.key").exists():
         keys.write_pair(keys.generate(), workdir / "steward")
-    (workdir / "scheduler.toml").write_text(_config(workdir, address, pki))
+    (workdir / "scheduler.toml").write_text(_config(workdir, address, pki, dsn))
     return address
 
 
 @contextlib.contextmanager
-def scheduler(workdir: Path, prepare: Callable[[], None] | None = None, pki: Pki | None = None
+def scheduler(workdir: Path, prepare: Callable[[], None] | None = None, pki: Pki | None = None, dsn: str = ""
               ) -> Iterator[tuple[str, int]]:
     """A pool-scheduler serving on loopback (after `prepare`, which may write
     its ledger); terminated, then killed, on the way out."""
-    address = configure(workdir, pki)
+    address = configure(workdir, pki, dsn)
     if prepare is not None:
         prepare()
     log = open(workdir / "scheduler.log", "a")
@@ -476,6 +480,8 @@ def report(runs: dict[str, Run], plain: dict[str, Run], appends: dict[int, float
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smaller counts: a smoke run")
+    parser.add_argument("--postgres", metavar="DSN", default=os.environ.get("POOL_BENCH_POSTGRES_DSN"),
+                        help="the ledger on PostgreSQL (a database the bench may create schemas in)")
     args = parser.parse_args()
     sizes = Sizes(args.quick)
     print(f"cores: {os.cpu_count()}   load average: {os.getloadavg()[0]:.2f}   "
@@ -484,11 +490,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="pool-bench-", dir=os.environ.get("BENCH_DIR")) as tmp:
         workdir = Path(tmp)
         pki = Pki(workdir / "pki", sizes.hosts)
-        with scheduler(workdir / "mtls", pki=pki) as (address, pid):
+        with scheduler(workdir / "mtls", pki=pki, dsn=args.postgres or "") as (address, pid):
             runs = asyncio.run(measure_service(address, pid, sizes, pki))
-        with scheduler(workdir / "plain") as (address, pid):
+        with scheduler(workdir / "plain", dsn=args.postgres or "") as (address, pid):
             plain = asyncio.run(measure_service(address, pid, sizes, None))
-        appends = {clients: group_commit_rate(workdir / f"appends-{clients}.db", keys.generate(), total, clients)
+        appends = {clients: group_commit_rate(args.postgres or workdir / f"appends-{clients}.db", keys.generate(),
+                                              total, clients)
                    for clients, total in ((1, sizes.ledger_appends // 20), (sizes.inflight, sizes.ledger_appends))}
         window_appends = windows_append_rate(workdir / "windows.db", sizes)
     report(runs, plain, appends, window_appends, sizes)

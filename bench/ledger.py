@@ -3,13 +3,15 @@
   raw Ed25519 sign and verify rates (one core, cryptography),
   durable appends/s through the group commit with concurrent asyncio appenders
       (target: >= 50 % of the raw sign rate),
+  with --postgres DSN (or $POOL_BENCH_POSTGRES_DSN), the same on the PostgreSQL
+      store, in a fresh schema (target: >= 50 % of the SQLite rate; issue 15),
   verification/s of an export, signatures in worker processes
       (target: >= 80 % of the raw verify rate),
   start-up replay (verify + fold) at 100,000 and 1,000,000 receipts
       (measured with --full; otherwise 1,000,000 is extrapolated from the
       measured 100,000 and 200,000), and start-up from a checkpoint.
 
-Usage: .venv/bin/python bench/ledger.py [--quick | --full]
+Usage: .venv/bin/python bench/ledger.py [--quick | --full] [--postgres DSN]
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pathlib import Path
 
 from scheduler.ledger import export, keys
 from scheduler.ledger.fold import Fold, replay
+from scheduler.ledger.postgres import PostgresStore
 from scheduler.ledger.sqlite import SqliteStore
 from scheduler.ledger.steward import Steward, prepare
 from scheduler.ledger.verify import verify
@@ -52,8 +55,21 @@ def raw_rates(n: int) -> tuple[float, float]:
     return n / sign_s, n / verify_s
 
 
-def group_commit_rate(path: Path, key: keys.SigningKey, total: int, appenders: int) -> float:
-    return commit_rate(SqliteStore(path, create=True), key, total, appenders)
+def fresh_schema(dsn: str) -> str:
+    """A DSN whose sessions land in a new, empty schema of that database."""
+    import uuid
+
+    import psycopg
+    name = f"bench_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {name}")
+    return f"{dsn} options=-csearch_path={name}"
+
+
+def group_commit_rate(path: Path | str, key: keys.SigningKey, total: int, appenders: int) -> float:
+    """On a new SQLite file at `path`, or in a new schema of the PostgreSQL DSN `path`."""
+    store = SqliteStore(path, create=True) if isinstance(path, Path) else PostgresStore(fresh_schema(path), create=True)
+    return commit_rate(store, key, total, appenders)
 
 
 def commit_rate(store: SqliteStore, key: keys.SigningKey, total: int, appenders: int) -> float:
@@ -105,6 +121,8 @@ def main() -> None:
     size = parser.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
     size.add_argument("--full", action="store_true", help="measure 1,000,000 receipts directly")
+    parser.add_argument("--postgres", metavar="DSN", default=os.environ.get("POOL_BENCH_POSTGRES_DSN"),
+                        help="also measure the PostgreSQL store (a database the bench may create schemas in)")
     args = parser.parse_args()
     small, large = (10_000, 20_000) if args.quick else (100_000, 200_000)
     if args.full:
@@ -121,6 +139,9 @@ def main() -> None:
         rate = group_commit_rate(tmp_path / "appends.db", key, 5_000 if args.quick else 50_000, 256)
         line("durable appends, group commit, 256 appenders", f"{rate:,.0f}/s",
              f">= 50% of sign {sign_rate:,.0f}/s", rate / sign_rate)
+        if args.postgres:
+            on_pg = group_commit_rate(args.postgres, key, 5_000 if args.quick else 50_000, 256)
+            line("  the same on PostgreSQL", f"{on_pg:,.0f}/s", f">= 50% of SQLite {rate:,.0f}/s", on_pg / rate)
 
         db = tmp_path / "ledger.db"
         build_s, _ = timed(build, db, key, large, 1_000)

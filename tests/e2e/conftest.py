@@ -172,7 +172,7 @@ class Scheduler:
                  hosts: tuple[str, ...] = AGENT_HOSTS, extra: str = "") -> None:
         """With `dsn`, the ledger is shared in PostgreSQL (every scheduler of the
         same workdir uses one steward key and one PKI); `name` tells their files apart."""
-        self.dir, self.name = workdir, name
+        self.dir, self.name, self.metrics_address = workdir, name, metrics
         self.address = f"127.0.0.1:{free_port()}"
         self.ledger = workdir / "ledger.sqlite"
         if not (workdir / "steward.key").exists():

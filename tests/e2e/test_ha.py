@@ -10,6 +10,7 @@ import signal
 import statistics
 import threading
 import time
+import urllib.request
 
 import grpc
 import pytest
@@ -24,16 +25,22 @@ from scheduler.service.observed import WINDOWS, windows_from_body
 
 import pgcluster
 
-from .conftest import J, wait_for
+from .conftest import J, free_port, wait_for
 from .test_restart import reference_window_count, snapshot
 
 
 @pytest.fixture
 def pair(cluster, postgres_dsn):
-    """A leader, then a standby, on one fresh ledger."""
+    """A leader, then a standby (with /metrics), on one fresh ledger."""
     leader = cluster(dsn=postgres_dsn, name="a")
-    standby = cluster(dsn=postgres_dsn, name="b", serving=False)
+    standby = cluster(dsn=postgres_dsn, name="b", serving=False, metrics=f"127.0.0.1:{free_port()}")
     return leader, standby
+
+
+def leader_gauge(scheduler) -> float:
+    with urllib.request.urlopen(f"http://{scheduler.metrics_address}/metrics", timeout=5) as answer:
+        return next(float(line.split()[1]) for line in answer.read().decode().splitlines()
+                    if line.startswith("pool_leader "))
 
 
 def test_a_standby_answers_not_leader_naming_the_leader_and_takes_over_when_it_dies(pair):
@@ -41,6 +48,7 @@ def test_a_standby_answers_not_leader_naming_the_leader_and_takes_over_when_it_d
     leader.register()
     leader.poolctl("submit", "a1", "--tenant", "alpha", "--estimate-uj", str(5 * J))
     assert standby.health() == health_pb2.HealthCheckResponse.NOT_SERVING
+    assert leader_gauge(standby) == 0
     with pytest.raises(grpc.RpcError) as refused:
         standby.claims.Get(claims_pb2.GetClaimRequest(claim_id="a1"), timeout=5)
     assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
@@ -50,6 +58,7 @@ def test_a_standby_answers_not_leader_naming_the_leader_and_takes_over_when_it_d
     before = leader.json("claims")
     leader.kill()
     wait_for("the standby to take over", standby.serving, timeout_s=10)
+    assert leader_gauge(standby) == 1
     assert standby.json("claims") == before
     done = standby.poolctl("submit", "a2", "--tenant", "alpha", "--estimate-uj", str(J), "--scheduler", both)
     assert "ADMITTED" in done.stdout
