@@ -42,6 +42,7 @@ class Scheduler:
 listen = "{self.address}"
 metrics = ""
 log_level = "warning"
+insecure = true
 [ledger]
 steward_key = "{workdir / 'steward.key'}"
 store = "postgresql"
@@ -116,7 +117,7 @@ def main() -> None:
         keys.write_pair(keys.generate(), workdir / "steward")
         dsn = fresh_schema(args.postgres)
         leader = Scheduler(workdir, "a", dsn, args.lease_ms).start()
-        _wait_serving(leader.address, leader.process, workdir)
+        _wait_serving(leader.address, leader.process, workdir, None)
         leader.register()
         standby = Scheduler(workdir, "b", dsn, args.lease_ms).start()
         try:
