@@ -30,10 +30,10 @@ def add_scheduler_flag(parser: Any, key_flag: str = "--key") -> None:
     parser.add_argument("--scheduler", default=os.environ.get("POOL_SCHEDULER", DEFAULT_SCHEDULER),
                         help="scheduler address, or a leader and its standbys as a comma-separated "
                              "list (default: $POOL_SCHEDULER or %(default)s)")
-    for flag, dest, what in (("--ca", "ca", "the CA that signed the scheduler's certificate"),
-                             ("--cert", "cert", "your client certificate (its CN is your principal)"),
-                             (key_flag, "client_key", "your client certificate's key")):
-        variable = f"POOL_{flag.removeprefix('--').upper()}" if dest != "client_key" else "POOL_KEY"
+    for flag, dest, variable, what in (
+            ("--ca", "ca", "POOL_CA", "the CA that signed the scheduler's certificate"),
+            ("--cert", "cert", "POOL_CERT", "your client certificate (its CN is your principal)"),
+            (key_flag, "client_key", "POOL_KEY", "your client certificate's key")):
         parser.add_argument(flag, dest=dest, default=os.environ.get(variable) or None, metavar="PEM",
                             help=f"{what} (default: ${variable}); without a CA: plaintext")
 

@@ -169,3 +169,34 @@ def test_record_witness_takes_only_a_trusted_key(cluster):
     assert recorded.witnessed_length == info.length
     blob = b"".join(c.receipts for c in s.ops.LedgerExport(ops_pb2.LedgerExportRequest()))
     assert _entries(blob)[-1].actor == "witness"
+
+
+def test_poolctl_certs_makes_a_pki_with_private_keys_and_never_overwrites(tmp_path):
+    def certs(*args):
+        return subprocess.run([str(BIN / "poolctl"), "certs", *args, "--dir", str(tmp_path / "pki"), "-o", "json"],
+                              capture_output=True, text=True, timeout=60)
+
+    for args in (("ca",), ("server", "--host", "127.0.0.1", "--host", "sched.example"), ("agent", "--host", "gpu-01"),
+                 ("client", "--principal", "ops-alice")):
+        done = certs(*args)
+        assert done.returncode == 0, done.stderr
+    for name in ("ca", "server", "gpu-01", "ops-alice"):
+        assert (tmp_path / "pki" / f"{name}.key").stat().st_mode & 0o777 == 0o600
+    before = (tmp_path / "pki" / "ops-alice.pem").read_bytes()
+    again = certs("client", "--principal", "ops-alice")
+    assert again.returncode == 2 and "nothing is overwritten" in again.stderr
+    assert (tmp_path / "pki" / "ops-alice.pem").read_bytes() == before
+
+
+def test_poolctl_takes_its_credentials_as_flags(cluster):
+    s = cluster()
+    cert, key = s.pki.files("auditor")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("POOL_")}
+    flags = ["--scheduler", s.address, "--ca", str(s.pki.ca), "--cert", str(cert), "--key", str(key)]
+    done = subprocess.run([str(BIN / "poolctl"), "claims", *flags], capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0, done.stderr
+    done = subprocess.run([str(BIN / "poolctl"), "reclaim", *flags], capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 1 and done.stderr.startswith("poolctl: ROLE_NOT_ALLOWED: auditor has role auditor")
+    done = subprocess.run([str(BIN / "poolctl"), "claims", "--scheduler", s.address, "--cert", str(cert)],
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 2 and "need --ca" in done.stderr
