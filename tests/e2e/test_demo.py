@@ -2,15 +2,47 @@
 daemons and reports outcomes that come from the running system."""
 
 import json
+import os
+import re
+import shutil
 import subprocess
+from pathlib import Path
 
-from .conftest import BIN
+from .conftest import BIN, wait_for
 
 
 def test_demo_scenario_outcomes():
-    done = subprocess.run([str(BIN / "poolctl"), "demo", "-o", "json"], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
+    done = subprocess.run([str(BIN / "poolctl"), "demo", "-o", "json", "--keep"], capture_output=True, text=True,
+                          timeout=120)
+    kept = Path(re.search(r"working directory kept: (\S+)", done.stderr).group(1))
+    try:
+        assert done.returncode == 0, done.stderr
+        check_outcomes(json.loads(done.stdout))
+        restart_the_kept_scheduler(kept)
+    finally:
+        shutil.rmtree(kept, ignore_errors=True)
+
+
+def restart_the_kept_scheduler(kept: Path) -> None:
+    """--keep leaves the PKI and a scheduler.toml that starts the same secured scheduler again."""
+    address = re.search(r'listen = "([^"]+)"', (kept / "scheduler.toml").read_text()).group(1)
+    pki = kept / "pki"
+    env = {**os.environ, "POOL_SCHEDULER": address, "POOL_CA": str(pki / "ca.pem"),
+           "POOL_CERT": str(pki / "operator.pem"), "POOL_KEY": str(pki / "operator.key")}
+    scheduler = subprocess.Popen([str(BIN / "pool-scheduler"), "--config", str(kept / "scheduler.toml")],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        def claims():
+            done = subprocess.run([str(BIN / "poolctl"), "claims", "-o", "json"], capture_output=True, text=True,
+                                  timeout=30, env=env)
+            return done.returncode == 0 and json.loads(done.stdout)["claims"]
+        wait_for("the kept scheduler to serve its claims", claims, 30)
+    finally:
+        scheduler.terminate()
+        scheduler.wait(timeout=20)
+
+
+def check_outcomes(report: dict) -> None:
     assert report["mode"] == "replay"
     estimate = report["estimate"]
     assert estimate["grade"] == "ModelBased" and estimate["estimate_uj"] > 0 and estimate["eligible"] == 2
