@@ -63,6 +63,7 @@ class Engine:
         self.writer: GroupCommitWriter | None = None
         self.failed: Exception | None = None
         self.ready = False                    # true once the ledger is verified and replayed
+        self.waiting_for: str | None = None   # why start-up waits (a full ledger disk): NOT_READY says it
         self.not_leader: Callable[[], Any] | None = None   # on a standby: its NOT_LEADER refusal
         self.claim_seq = PMap()   # claim id -> the receipt that last changed its status
         self.pending_reason: dict[str, Reason] = {}  # why each pending claim waits, as last decided

@@ -59,6 +59,8 @@ def not_ready(engine: Engine) -> Refused:
     """NOT_LEADER on a standby (service/leader.py), else NOT_READY."""
     if engine.not_leader is not None:
         return engine.not_leader()
+    if engine.waiting_for is not None:
+        return Refused("NOT_READY", f"start-up waits until the ledger can be written: {engine.waiting_for}")
     return Refused("NOT_READY", "the ledger is still being verified and replayed")
 
 

@@ -233,6 +233,7 @@ class Scheduler:
             except StoreFull as exc:
                 if waiting_since is None:
                     waiting_since = time.monotonic()
+                    self.engine.waiting_for = f"{exc.code}: {exc}"
                     log.error("%s: %s; NOT_SERVING until a test write succeeds (tried every %.0f s)",
                               exc.code, exc, PROBE_EVERY_S)
                 daemon.notify(f"EXTEND_TIMEOUT_USEC={int(4 * PROBE_EVERY_S * 1e6)}")
@@ -240,6 +241,7 @@ class Scheduler:
                 daemon.watchdog()
                 await asyncio.sleep(PROBE_EVERY_S)
                 continue
+            self.engine.waiting_for = None
             if waiting_since is not None:
                 log.warning("the ledger can be written again after %.0f s", time.monotonic() - waiting_since)
             return steward

@@ -194,6 +194,10 @@ def test_a_full_disk_stops_appends_and_the_restart_waits_not_serving(small_fs, c
     while time.monotonic() < deadline:   # never SERVING while no test write succeeds
         assert health(s) == health_pb2.HealthCheckResponse.NOT_SERVING and s.process.poll() is None
         time.sleep(0.2)
+    with pytest.raises(grpc.RpcError) as refused:   # and every call says why
+        submit(s, "while-full")
+    assert refused.value.details().startswith("NOT_READY: start-up waits until the ledger can be written: "
+                                              "LEDGER_DISK_FULL: "), refused.value.details()
     log = (s.dir / "restart.log").read_text()
     assert log.count("LEDGER_DISK_FULL: ") == 1 and "NOT_SERVING until a test write succeeds" in log, log
     os.remove(small_fs / "filler")
