@@ -200,3 +200,45 @@ def test_poolctl_takes_its_credentials_as_flags(cluster):
     done = subprocess.run([str(BIN / "poolctl"), "claims", "--scheduler", s.address, "--cert", str(cert)],
                           capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode == 2 and "need --ca" in done.stderr
+
+
+def test_sighup_swaps_the_tls_files_for_new_connections(cluster, tmp_path):
+    s = cluster()
+    before = s.as_principal("alpha")
+    _submit(before.claims, "old-ca")   # a connection made under the first CA
+    fresh = tmp_path / "new-ca"
+    certs.make_ca(fresh)
+    certs.make_server(fresh, ("127.0.0.1",))
+    certs.make_client(fresh, "alpha")
+    text = s.config.read_text()
+    for name in ("server.pem", "server.key", "ca.pem"):
+        text = text.replace(str(s.pki.dir / name), str(fresh / name))
+    s.config.write_text(text)
+    s.reload()
+
+    def connect(directory):
+        credentials = grpc.ssl_channel_credentials((directory / "ca.pem").read_bytes(),
+                                                   (directory / "alpha.key").read_bytes(),
+                                                   (directory / "alpha.pem").read_bytes())
+        return claims_pb2_grpc.ClaimsStub(grpc.secure_channel(s.address, credentials))
+
+    def new_ca_serves() -> bool:
+        try:
+            _submit(connect(fresh), "new-ca")
+            return True
+        except grpc.RpcError:
+            return False
+
+    wait_for("a connection under the new CA", new_ca_serves, 20)
+    with pytest.raises(grpc.RpcError) as caught:   # a new connection under the old CA: refused at the handshake
+        _submit(connect(s.pki.dir), "old-again")
+    assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+
+
+def test_a_tenant_of_several_subtrees_names_one_to_read(cluster):
+    s = cluster(extra='[principals.both]\nrole = "tenant"\ntenants = ["alpha", "beta"]\n')
+    both = s.as_principal("both")
+    _submit(both.claims, "b1", "beta")
+    assert [c["claim_id"] for c in both.json("claims", "--tenant", "beta")["claims"]] == ["b1"]
+    assert both.poolctl("claims", check=False).stderr.startswith("poolctl: OUT_OF_SCOPE: both may act only in "
+                                                                 "alpha, beta: name one of them in tenant")
