@@ -6,7 +6,8 @@ Every call goes over mutual TLS with a development PKI made per test
 - `s.claims`, `s.ops`, `s.poolctl()`, `s.json()`: the operator;
 - `s.agents` and `s.register(host)`: the agent of the host named in the
   request (a Register's host_id, a Stream's first Hello), each with its own
-  certificate; hosts outside AGENT_HOSTS get a certificate nobody declared;
+  certificate; hosts outside AGENT_HOSTS get a certificate nobody declared
+  (`s.declare(host)` declares one; `cluster.agent(s, host)` does it itself);
 - `s.as_principal(NAME)`: the same stubs and poolctl as any other principal:
   "operator", "auditor", "witness", one tenant principal per tenant of the
   tree (named as the tenant, reaching its subtree), an agent per host, or
@@ -31,7 +32,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from protos.pool.v1 import agent_pb2, agent_pb2_grpc, claims_pb2_grpc, ops_pb2_grpc, types_pb2
+from protos.pool.v1 import agent_pb2, agent_pb2_grpc, claims_pb2_grpc, ops_pb2, ops_pb2_grpc, types_pb2
 from scheduler.ctl import certs
 from scheduler.ledger import keys
 
@@ -220,6 +221,25 @@ witness_keys = ["{self.witness_key.public.raw.hex()}"]
         assert self.process is not None
         self.process.send_signal(signal.SIGHUP)
 
+    def declare(self, name: str, role: str = "agent") -> None:
+        """Declare principal `name` (e.g. an agent for a host outside AGENT_HOSTS), reloading a
+        running scheduler and waiting until it knows the name."""
+        if self.pki is None or f'[principals."{name}"]' in self.config.read_text():
+            return
+        with open(self.config, "a") as config:
+            config.write(f'\n[principals."{name}"]\nrole = "{role}"\n')
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.reload()
+
+        def known() -> bool:
+            try:   # a call this role may not make: ROLE_NOT_ALLOWED once declared, UNKNOWN_PRINCIPAL before
+                self.as_principal(name).ops.Reclaim(ops_pb2.ReclaimRequest(), timeout=5)
+            except grpc.RpcError as error:
+                return not (error.details() or "").startswith("UNKNOWN_PRINCIPAL")
+            return True
+        wait_for(f"the scheduler to know {name!r}", known)
+
     def start(self, serving: bool = True) -> Scheduler:
         """Start and wait until it serves (a standby: until it answers health)."""
         log = open(self.dir / f"{self.name}.log", "a")
@@ -285,6 +305,7 @@ class Agent:
                  args: tuple = (), toml: str = "") -> None:
         state = workdir / f"agent-{host}"
         config = workdir / f"agent-{host}.toml"
+        scheduler.declare(host)
         tls = ""
         if scheduler.pki is not None:
             cert, key = scheduler.pki.files(host)
