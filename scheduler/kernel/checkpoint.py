@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .codec import decode, encode
+from .codec import decode, encode, encode_compact
 from .pmap import PMap
 from .reasons import OPEN_STATES
 from .snapshot import Claim, ClassStats, ClusterState, IdlePolicy, Tenant, WorkClass, Worker
@@ -28,7 +28,7 @@ def snapshot(state: ClusterState) -> dict[str, Any]:
         "idle": encode(state.idle), "config_digest": state.config_digest,
         "workers": [encode(state.workers[w]) for w in sorted(state.workers)],
         "acked": {w: state.acked[w] for w in sorted(state.acked)},
-        "claims": [encode(state.claims[c]) for c in sorted(state.claims)],
+        "claims": [encode_compact(state.claims[c]) for c in sorted(state.claims)],   # defaults left out
         "settled": sorted(state.settled),
         "class_stats": {c: encode(state.class_stats[c]) for c in sorted(state.class_stats)},
         "next_seq": state.next_seq, "next_admit_seq": state.next_admit_seq,
