@@ -320,3 +320,31 @@ def test_a_silent_leader_loses_its_lease_and_its_next_append_fails(postgres_dsn,
     assert standby.length() == 1
     leader.close()
     standby.close()
+
+
+def test_the_documented_grants_are_enough_to_lead_and_append_and_no_more(postgres_dsn, small):
+    """docs/OPERATIONS.md: after the first start, SELECT and INSERT on the receipts
+    (SELECT on the metadata) are all a scheduler's role needs."""
+    PostgresStore(postgres_dsn, create=True).close()      # the owner creates the schema's tables
+    schema = postgres_dsn.rsplit("search_path=", 1)[1]
+    role = f"app_{schema}"
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {role} LOGIN")
+        conn.execute(f"GRANT USAGE ON SCHEMA {schema} TO {role}")
+        conn.execute(f"GRANT SELECT, INSERT ON {schema}.pool_receipts TO {role}")
+        conn.execute(f"GRANT SELECT ON {schema}.pool_ledger_meta TO {role}")
+    app_dsn = f"{postgres_dsn} user={role}"            # (libpq: the last keyword wins)
+    try:
+        app = PostgresStore(app_dsn, fenced=True, application_name="pool:app:1")
+        assert app.try_lead() and app.leader() == "pool:app:1"
+        app.append(0, [("genesis", small[0])])
+        app.append(1, [("claim.submitted", small[1])])
+        assert list(app.read()) == small[:2]
+        app.close()
+        for statement in PostgresBackend.changes:
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                PostgresBackend(app_dsn).try_sql(statement)
+    finally:
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+            conn.execute(f"DROP OWNED BY {role}")
+            conn.execute(f"DROP ROLE {role}")
