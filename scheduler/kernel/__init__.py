@@ -5,10 +5,11 @@ and every result is a function of the state and the inputs."""
 from .admission import EntitlementCheck, Evaluation, evaluate, hold_for, progress, release, settle, submit
 from .estimates import Estimate, derived_estimate
 from .events import (EVENT_TYPES, ClaimAdmitted, ClaimRefused, ClaimSubmitted, ConfigApplied, Event, MeterDelta,
-                     Metered, PeriodRolled, Preempted, Progress, Reclaimed, Released, WorkerLiveness,
+                     Metered, PeriodRolled, Preempted, Progress, Reclaimed, Released, WorkerCordoned, WorkerLiveness,
                      WorkerRegistered, event_from_body)
-from .explain import Explanation, WorkerExplanation, explain
+from .explain import Explanation, WorkerExplanation, explain, headline, queue_position
 from .idle import ClaimVerdict, Observation, idle_verdicts, reclaim, reclamation_order
+from .maintenance import cordon
 from .placement import FieldFigure
 from .preemption import tier
 from .preemption_plan import PreemptionPlan, Victim, preemption_order

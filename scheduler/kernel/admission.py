@@ -97,9 +97,9 @@ def hold_for(state: ClusterState, spec: ClaimSpec) -> tuple[int, Grade] | Kernel
     return uj, Grade(-grade)
 
 
-def submit(state: ClusterState, spec: ClaimSpec) -> ClaimSubmitted | Claim | KernelError:
-    """The event that queues a claim; the existing Claim for an identical
-    resubmission; or why it is refused."""
+def submit(state: ClusterState, spec: ClaimSpec, now_ns: int = 0) -> ClaimSubmitted | Claim | KernelError:
+    """The event that queues a claim at `now_ns`; the existing Claim for an
+    identical resubmission; or why it is refused."""
     error = _spec_error(spec)
     if error:
         return error
@@ -119,7 +119,7 @@ def submit(state: ClusterState, spec: ClaimSpec) -> ClaimSubmitted | Claim | Ker
             return _invalid("gang_size", f"gang {spec.gang_id!r} was declared with another size")
         if len(members) >= spec.gang_size:
             return _invalid("gang_id", f"gang {spec.gang_id!r} already has its {spec.gang_size} members")
-    return ClaimSubmitted(spec, state.next_seq)
+    return ClaimSubmitted(spec, state.next_seq, now_ns)
 
 
 def progress(state: ClusterState, claim_id: str, completed_units: int) -> Progress | KernelError:
@@ -313,5 +313,14 @@ def admit_events(state: ClusterState, claim: Claim, ev: Evaluation, now_ns: int)
         events.append(event)
         scratch = apply(scratch, event)
     events.append(ClaimAdmitted(claim.claim_id, ev.hold_uj, ev.hold_grade, ev.worker, ev.devices, ev.borrowed,
-                                scratch.next_admit_seq, now_ns))
+                                scratch.next_admit_seq, now_ns, borrowed_uj(scratch, claim, ev)))
     return events
+
+
+def borrowed_uj(state: ClusterState, claim: Claim, ev: Evaluation) -> int:
+    """What a surplus-pass admission borrows: the part of its hold beyond
+    what its tenant's own guarantee has free (0 in the own pass)."""
+    if not ev.borrowed:
+        return 0
+    free = max(0, state.tree.nodes[claim.tenant].guarantee_uj - state.usage[claim.tenant].total_uj)
+    return max(0, ev.hold_uj - free)

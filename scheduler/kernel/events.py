@@ -47,10 +47,21 @@ class WorkerLiveness(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class WorkerCordoned(Event):
+    """An operator cordons (or uncordons) a worker: nothing new is placed on
+    a cordoned one; what it holds runs on."""
+
+    kind: ClassVar[str] = "worker_cordoned"
+    worker_id: str
+    cordoned: bool
+
+
+@dataclass(frozen=True, slots=True)
 class ClaimSubmitted(Event):
     kind: ClassVar[str] = "claim_submitted"
     spec: ClaimSpec
     seq: int
+    at_ns: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +75,7 @@ class ClaimAdmitted(Event):
     borrowed: bool
     admitted_seq: int
     at_ns: int
+    borrowed_uj: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +148,7 @@ class PeriodRolled(Event):
 
 
 EVENT_TYPES: dict[str, type] = {cls.kind: cls for cls in (
-    ConfigApplied, WorkerRegistered, WorkerLiveness, ClaimSubmitted, ClaimAdmitted, ClaimRefused,
+    ConfigApplied, WorkerRegistered, WorkerLiveness, WorkerCordoned, ClaimSubmitted, ClaimAdmitted, ClaimRefused,
     Metered, Progress, Released, Preempted, Reclaimed, PeriodRolled)}
 
 

@@ -13,6 +13,7 @@ workers' concurrency allows, or a resource total above the cluster's.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
 
 from .admission import Evaluation, admit_events, evaluate, hold_for
@@ -40,7 +41,7 @@ def never_fits(state: ClusterState, gang: list[Claim]) -> bool:
     workers = list(state.workers.values())
     empty = {w.worker_id: WorkerLoad(device_used=(0,) * len(w.devices)) for w in workers}
     for c in gang:
-        if not any(check_worker(replace(w, live=True), empty[w.worker_id], c.spec)[1] is not None for w in workers):
+        if not any(check_worker(replace(w, live=True, cordoned=False), empty[w.worker_id], c.spec)[1] is not None for w in workers):
             return True
     if sum(c.spec.placement is Placement.PLACEMENT_EXCLUSIVE for c in gang) > len(workers):
         return True
@@ -51,14 +52,27 @@ def never_fits(state: ClusterState, gang: list[Claim]) -> bool:
     return any(a > cap for a, cap in zip(asked, capacity))
 
 
-def decide_gang(state: ClusterState, gang: list[Claim], now_ns: int) -> tuple[Reason, list, Evaluation | None]:
-    """(reason, events, failing evaluation) for a complete gang."""
+def judged(state: ClusterState, gang: list[Claim], now_ns: int, record: bool = False
+           ) -> Iterator[tuple[Claim, Evaluation, ClusterState, list]]:
+    """The members judged one after another: (member, its evaluation, the
+    scratch state it was judged on, the gang's events so far), up to and
+    including the first that fails. Deciding and explaining a gang both walk
+    this, so an explanation is the decision's own."""
     scratch, events = state, []
     for member in gang:
-        ev = evaluate(scratch, member, now_ns, may_preempt=False, record=False)
+        ev = evaluate(scratch, member, now_ns, may_preempt=False, record=record)
+        yield member, ev, scratch, events
         if ev.reason is not Reason.ADMISSIBLE:
-            return ev.reason, [], ev
+            return
         for event in admit_events(scratch, member, ev, now_ns):
             events.append(event)
             scratch = apply(scratch, event)
+
+
+def decide_gang(state: ClusterState, gang: list[Claim], now_ns: int) -> tuple[Reason, list, Evaluation | None]:
+    """(reason, events, failing evaluation) for a complete gang."""
+    events: list = []
+    for _member, ev, _scratch, events in judged(state, gang, now_ns):
+        if ev.reason is not Reason.ADMISSIBLE:
+            return ev.reason, [], ev
     return Reason.ADMISSIBLE, events, None

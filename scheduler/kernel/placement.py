@@ -1,7 +1,7 @@
 """Placement on workers (RULES §5, after Loom's resource admission).
 
 A worker takes a claim only if, in this order: it is eligible (live, offers
-every requested GPU type) → for an exclusive claim it is empty → it holds no
+every requested GPU type) → it is not cordoned by an operator → for an exclusive claim it is empty → it holds no
 exclusive claim → reserved + requested fits every field → its active count is
 below max_concurrency (0 = unlimited). GPUs are picked as concrete devices: a
 fractional request takes the fitting device with the least free mdev (then
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from bisect import insort
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from protos.energy import MDEV_PER_DEVICE
 
@@ -93,6 +93,8 @@ def reasoner(spec: ClaimSpec) -> Callable[[Worker, WorkerLoad], Reason]:
     def reason(worker: Worker, load: WorkerLoad) -> Reason:
         if not worker.live or (types and not types <= {d.device_type for d in worker.devices}):
             return Reason.WORKER_INELIGIBLE
+        if worker.cordoned:
+            return Reason.WORKER_CORDONED
         if exclusive and load.active:
             return Reason.EXCLUSIVE_WORKER_BUSY
         if load.exclusive:
@@ -168,8 +170,12 @@ class FieldFigure:
 
 
 def field_figures(worker: Worker, load: WorkerLoad, req: Resources) -> tuple[FieldFigure, ...]:
-    """Per-field figures for an explanation, and `concurrency` last."""
+    """Per-field figures for an explanation, and `concurrency` last. On a
+    worker that lacks a requested GPU type the GPU figures count all its
+    devices: the type is the reason (the explanation says so), not a shortage."""
     capacity = worker.capacity
+    if req.gpu_types and not set(req.gpu_types) <= set(capacity.gpu_types):
+        req = replace(req, gpu_types=())
     figures = []
     for name in SCALAR_FIELDS:
         requested, cap = getattr(req, name), getattr(capacity, name)

@@ -29,6 +29,7 @@ class Reason(IntEnum):
     WORKER_HAS_EXCLUSIVE_TASK = 22
     RESOURCE_RESERVATION_UNAVAILABLE = 23
     WORKER_CONCURRENCY_REACHED = 24
+    WORKER_CORDONED = 200
 
 
 class IdleVerdict(IntEnum):
@@ -84,6 +85,7 @@ class ErrorCode(IntEnum):
     UNKNOWN_WORK_CLASS = 9
     EMPTY_WORK_CLASS = 10
     INVALID_ARGUMENT = 14
+    UNKNOWN_WORKER = 200
 
 
 OPEN_STATES = frozenset({ClaimState.PENDING, ClaimState.ADMITTED})

@@ -95,6 +95,12 @@ class Worker:
     devices: tuple[Device, ...] = ()
     max_concurrency: int = 0  # 0 = unlimited
     live: bool = True
+    cordoned: bool = False    # an operator's: no new claim is placed here (kept across re-registration)
+
+    @property
+    def placeable(self) -> bool:
+        """Whether the free index lists it: live and not cordoned."""
+        return self.live and not self.cordoned
 
     @property
     def capacity(self) -> Resources:
@@ -183,6 +189,8 @@ class Claim(NamedTuple):
     settled_ns: int = 0
     settled_uj: int = 0  # the actual that replaced the hold
     settled_grade: Grade | None = None
+    submitted_ns: int = 0  # the submission's time (0 in ledgers older than the field)
+    borrowed_uj: int = 0   # the part of the hold beyond the tenant's free guarantee at admission
 
     # the spec's id and tenant, read through C-level getters: the kernel reads
     # them on every decision, and a Python property costs a frame each time

@@ -16,8 +16,8 @@ from protos.energy import Grade, worst
 
 from .edit import Edit
 from .events import (ClaimAdmitted, ClaimRefused, ClaimSubmitted, ConfigApplied, Event, Metered,
-                     PeriodRolled, Preempted, Progress, Reclaimed, Released, Settled, WorkerLiveness,
-                     WorkerRegistered)
+                     PeriodRolled, Preempted, Progress, Reclaimed, Released, Settled, WorkerCordoned,
+                     WorkerLiveness, WorkerRegistered)
 from .placement import adjust, free_key
 from .pmap import PMap
 from .reasons import ClaimState
@@ -67,7 +67,7 @@ def _reserved(state: ClusterState, worker: Worker, claim: Claim, devices: tuple[
     admission and settlement."""
     old = state.loads[worker.worker_id]
     load = adjust(worker, old, claim.claim_id, claim.spec, devices, sign)
-    keys = (free_key(worker, old), free_key(worker, load)) if worker.live else (None, None)
+    keys = (free_key(worker, old), free_key(worker, load)) if worker.placeable else (None, None)
     return {"loads": state.loads.set(worker.worker_id, load, edit), "free_index": state.free_index.replace(*keys, edit)}
 
 
@@ -92,14 +92,19 @@ def _config(state: ClusterState, e: ConfigApplied, edit: Edit | None) -> Cluster
 
 
 def _registered(state: ClusterState, e: WorkerRegistered, edit: Edit | None) -> ClusterState:
-    worker = replace(e.worker, devices=tuple(sorted(e.worker.devices, key=lambda d: d.device_id)))
-    old = state.workers.get(worker.worker_id)
-    old_key = free_key(old, state.loads[old.worker_id]) if old is not None and old.live else None
+    old = state.workers.get(e.worker.worker_id)
+    # a cordon is the operator's, not the agent's: a re-registration keeps it
+    return _worker_changed(state, replace(e.worker, cordoned=old is not None and old.cordoned), old, edit)
+
+
+def _worker_changed(state: ClusterState, worker: Worker, old: Worker | None, edit: Edit | None) -> ClusterState:
+    worker = replace(worker, devices=tuple(sorted(worker.devices, key=lambda d: d.device_id)))
+    old_key = free_key(old, state.loads[old.worker_id]) if old is not None and old.placeable else None
     load = WorkerLoad(device_used=(0,) * len(worker.devices))
     for claim_id in (state.loads[worker.worker_id].active if old is not None else ()):
         claim = state.claims[claim_id]
         load = adjust(worker, load, claim_id, claim.spec, claim.devices, 1)
-    index = state.free_index.replace(old_key, free_key(worker, load) if worker.live else None, edit)
+    index = state.free_index.replace(old_key, free_key(worker, load) if worker.placeable else None, edit)
     ids = state.worker_ids
     if old is None:
         at = bisect_left(ids, worker.worker_id)
@@ -112,13 +117,20 @@ def _liveness(state: ClusterState, e: WorkerLiveness, edit: Edit | None) -> Clus
     old = state.workers.get(e.worker_id)
     if old is None:
         raise EventError(f"unknown worker {e.worker_id!r}")
-    return _registered(state, WorkerRegistered(replace(old, live=e.live)), edit)
+    return _worker_changed(state, replace(old, live=e.live), old, edit)
+
+
+def _cordoned(state: ClusterState, e: WorkerCordoned, edit: Edit | None) -> ClusterState:
+    old = state.workers.get(e.worker_id)
+    if old is None:
+        raise EventError(f"unknown worker {e.worker_id!r}")
+    return _worker_changed(state, replace(old, cordoned=e.cordoned), old, edit)
 
 
 def _submitted(state: ClusterState, e: ClaimSubmitted, edit: Edit | None) -> ClusterState:
     if e.spec.claim_id in state.claims:
         raise EventError(f"claim {e.spec.claim_id!r} submitted twice")
-    claim = Claim(e.spec, e.seq)
+    claim = Claim(e.spec, e.seq, submitted_ns=e.at_ns)
     gangs = state.gangs
     if e.spec.gang_id:
         gangs = gangs.set(e.spec.gang_id, tuple(sorted((*gangs.get(e.spec.gang_id, ()), claim.claim_id))), edit)
@@ -134,7 +146,7 @@ def _admitted(state: ClusterState, e: ClaimAdmitted, edit: Edit | None) -> Clust
         raise EventError(f"claim {e.claim_id!r} admitted on unknown worker {e.worker!r}")
     admitted = claim._replace(state=_ADMITTED, hold_uj=e.hold_uj, hold_grade=e.hold_grade,
                        worker=e.worker, devices=e.devices, borrowed=e.borrowed, admitted_seq=e.admitted_seq,
-                       admitted_ns=e.at_ns)
+                       admitted_ns=e.at_ns, borrowed_uj=e.borrowed_uj)
     return state._replace(claims=state.claims.set(claim.claim_id, admitted, edit),
                    usage=bump(state.tree, state.usage, claim.tenant, admitted.usage_uj, claim.spec.resources.gpu_mdev,
                               edit),
@@ -215,6 +227,7 @@ def _rolled(state: ClusterState, e: PeriodRolled, edit: Edit | None) -> ClusterS
 
 
 _HANDLERS = {ConfigApplied: _config, WorkerRegistered: _registered, WorkerLiveness: _liveness,
+             WorkerCordoned: _cordoned,
              ClaimSubmitted: _submitted, ClaimAdmitted: _admitted, ClaimRefused: _refused, Metered: _metered,
              Progress: _progress, Released: _settled, Preempted: _settled, Reclaimed: _settled,
              PeriodRolled: _rolled}
@@ -223,7 +236,7 @@ _HANDLERS = {ConfigApplied: _config, WorkerRegistered: _registered, WorkerLivene
 def apply(state: ClusterState, event: Event, edit: Edit | None = None) -> ClusterState:
     """The state after `event`. Under `edit` (edit.py) the change is made in
     place where the batch owns the structure, and `state` is spent."""
-    if state.tree is None and not isinstance(event, (ConfigApplied, WorkerRegistered, WorkerLiveness)):
+    if state.tree is None and not isinstance(event, (ConfigApplied, WorkerRegistered, WorkerLiveness, WorkerCordoned)):
         raise EventError(f"{event.kind} before any configuration")
     return _HANDLERS[type(event)](state, event, edit)
 
@@ -254,7 +267,7 @@ def rebuild(state: ClusterState) -> ClusterState:
         if uj or mdev:
             d_uj, d_mdev = direct.get(claim.tenant, (0, 0))
             direct[claim.tenant] = (d_uj + uj, d_mdev + mdev)
-    index = FreeIndex(free_key(state.workers[w], load) for w, load in loads.items() if state.workers[w].live)
+    index = FreeIndex(free_key(state.workers[w], load) for w, load in loads.items() if state.workers[w].placeable)
     usage = rollup(state.tree, direct) if state.tree is not None else None
     return state._replace(usage=usage, loads=PMap(loads), free_index=index,
                    gangs=PMap({g: tuple(sorted(m)) for g, m in gangs.items()}),

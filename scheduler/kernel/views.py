@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from protos.energy import Grade, worst
 
-from .snapshot import SCALAR_FIELDS, ClusterState, Resources, Tenant, Worker
+from .snapshot import SCALAR_FIELDS, ClusterState, Device, Resources, Tenant, Worker
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +52,7 @@ class WorkerView:
     available: Resources
     active_claims: tuple[str, ...]
     exclusive: bool
+    gpus: tuple[tuple[Device, int], ...] = ()  # each GPU with the milli-devices reserved on it
 
 
 def workers(state: ClusterState) -> tuple[WorkerView, ...]:
@@ -62,5 +63,7 @@ def workers(state: ClusterState) -> tuple[WorkerView, ...]:
         reserved = Resources(load.cpu_millis, load.memory_mb, load.disk_mb, load.gpu_mdev)
         # free milli-GPUs in all; what one request can use is explain's figure
         available = Resources(*(max(0, getattr(capacity, f) - getattr(reserved, f)) for f in SCALAR_FIELDS))
-        out.append(WorkerView(worker, capacity, reserved, available, load.active, bool(load.exclusive)))
+        used = load.device_used or (0,) * len(worker.devices)
+        out.append(WorkerView(worker, capacity, reserved, available, load.active, bool(load.exclusive),
+                              tuple(zip(worker.devices, used))))
     return tuple(out)

@@ -21,6 +21,12 @@ from scheduler.service.engine import Change, Engine
 from scheduler.service.errors import Refused, abort, checked, guarded, not_ready
 
 WATCH_QUEUE = 10_000   # events a slow watcher may fall behind before it is cut off
+
+# receipt kind -> what a watcher is told happened
+EVENT_KINDS = {"claim_submitted": claims_pb2.EVENT_SUBMITTED, "claim_admitted": claims_pb2.EVENT_ADMITTED,
+               "progress": claims_pb2.EVENT_PROGRESS, "released": claims_pb2.EVENT_RELEASED,
+               "preempted": claims_pb2.EVENT_PREEMPTED, "reclaimed": claims_pb2.EVENT_RECLAIMED,
+               "claim_refused": claims_pb2.EVENT_REFUSED}
 def subtree(state: ClusterState, tenant: str) -> frozenset[str] | None:
     """A tenant and every node under it (None for "all"); UNKNOWN_TENANT if absent."""
     if not tenant:
@@ -43,11 +49,11 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
         claim = committed.state.claim(claim_id)
         if claim is None:
             raise Refused("UNKNOWN_CLAIM", f"no claim {claim_id!r}")
-        status = convert.claim_status(claim, committed.claim_seq.get(claim_id, 0))
+        reason = kernel.headline(claim, committed.pending_reason.get(claim_id, Reason.REASON_UNSPECIFIED))
+        status = convert.claim_status(claim, committed.claim_seq.get(claim_id, 0), reason,
+                                      kernel.queue_position(committed.state, claim))
         status.submitted_by = committed.submitted_by.get(claim_id, "")
         status.released_by = committed.released_by.get(claim_id, "")
-        if claim.state is ClaimState.PENDING:
-            status.reason = committed.pending_reason.get(claim_id, Reason.REASON_UNSPECIFIED)
         return status
 
     @guarded
@@ -83,7 +89,7 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
         refusals: list[Refused | None] = []
         for request in requests:
             try:
-                answer = checked(kernel.submit(state, convert.spec_from(request)))
+                answer = checked(kernel.submit(state, convert.spec_from(request), now))
             except Refused as refusal:
                 refusals.append(refusal)
                 continue
@@ -96,6 +102,41 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
         else:
             await self.engine.durable()
         return refusals
+
+    @guarded
+    async def Plan(self, request, context):
+        """Submit's own path on a scratch state: kernel.submit for each claim
+        against the latest state, then the engine's decision, previewed
+        instead of committed. Nothing is recorded."""
+        if not request.claims:
+            raise Refused("INVALID_ARGUMENT", "claims: give at least one claim to plan")
+        engine = self.engine
+        now, live, planned, first = time.time_ns(), engine.state, [], []
+        scratch = live
+        for r in request.claims:
+            answer = checked(kernel.submit(scratch, convert.spec_from(r), now))
+            planned.append(r.claim_id)
+            if isinstance(answer, kernel.ClaimSubmitted):   # else an identical resubmission: its current status
+                scratch = kernel.apply(scratch, answer)
+                first.append(answer)
+        decision = engine.preview(first, now, scratch) if first else None
+        state = decision.state if decision else live
+        reasons = dict(decision.reasons) if decision else engine.pending_reason
+        answer = claims_pb2.PlanResponse()
+        for claim_id in planned:
+            claim = state.claims[claim_id]
+            status = convert.claim_status(claim, engine.claim_seq.get(claim_id, 0),
+                                          kernel.headline(claim, reasons.get(claim_id, Reason.REASON_UNSPECIFIED)),
+                                          kernel.queue_position(state, claim))
+            if claim_id not in live.claims:   # nothing was recorded: no receipt, no times
+                status.submitted_ns = status.admitted_ns = 0
+            answer.claims.append(status)
+            if claim.state is ClaimState.PENDING:
+                answer.explanations.append(convert.explanation(kernel.explain(state, claim_id, now)))
+        for event in decision.events if decision else ():
+            if isinstance(event, kernel.Preempted) and event.by_claim in planned:
+                answer.victims.append(convert.planned_victim(live.claims[event.claim_id], state.claims[event.by_claim]))
+        return answer
 
     @guarded
     async def Progress(self, request, context):
@@ -145,7 +186,7 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
         self._watchers[queue] = matches
         try:
             for status in current:
-                yield claims_pb2.ClaimEvent(status=status, time_ns=time.time_ns())
+                yield claims_pb2.ClaimEvent(status=status, time_ns=time.time_ns(), kind=claims_pb2.EVENT_CURRENT)
             while (event := await queue.get()) is not None:
                 yield event
             await abort(self.engine, context, Refused("WATCH_LAGGED", "this watcher fell too far behind; watch again"))
@@ -156,11 +197,13 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
         if not self._watchers or not change.claims:
             return
         committed = self.engine.committed   # published just before the listeners are told
-        changed = [committed.state.claims[c] for c in sorted(change.claims)]
+        changed = [committed.state.claims[c] for c in sorted(change.claims) if c in committed.state.claims]
+        kinds = dict(change.kinds)
         for queue, matches in list(self._watchers.items()):
             for claim in filter(matches, changed):
                 self._offer(queue, claims_pb2.ClaimEvent(status=self.status(claim.claim_id, committed),
-                                                         time_ns=change.time_ns))
+                                                         time_ns=change.time_ns,
+                                                         kind=EVENT_KINDS.get(kinds.get(claim.claim_id), 0)))
 
     @staticmethod
     def _offer(queue: asyncio.Queue, event: claims_pb2.ClaimEvent) -> None:

@@ -6,10 +6,10 @@ from __future__ import annotations
 from itertools import chain
 from operator import attrgetter
 
-from protos.energy import GapReason, Grade
+from protos.energy import MDEV_PER_DEVICE, GapReason, Grade
 from protos.pool.v1 import agent_pb2, claims_pb2, ops_pb2, types_pb2
 from scheduler.kernel import (Claim, ClaimSpec, ClaimVerdict, Device, Estimate, Explanation, Placement,
-                              PreemptionPlan, Resources, TenantView, Worker, WorkerView)
+                              PreemptionPlan, Reason, Resources, TenantView, Tier, Worker, WorkerView, tier)
 from scheduler.service.config import WorkerOverride
 from scheduler.service.observed import GAP_NAMES, GapRecord, SplitRow, Windows
 
@@ -46,16 +46,18 @@ def submit_request(spec: ClaimSpec) -> claims_pb2.SubmitRequest:
     return request
 
 
-def claim_status(claim: Claim, ledger_seq: int) -> claims_pb2.ClaimStatus:
+def claim_status(claim: Claim, ledger_seq: int, reason: Reason, queue_position: int) -> claims_pb2.ClaimStatus:
+    """`reason` is the claim's headline (kernel.headline), `queue_position` its place if pending."""
     return claims_pb2.ClaimStatus(
-        claim_id=claim.claim_id, tenant=claim.tenant, state=int(claim.state), reason=int(claim.reason),
+        claim_id=claim.claim_id, tenant=claim.tenant, state=int(claim.state), reason=int(reason),
         hold_uj=claim.hold_uj, hold_grade=grade(claim.hold_grade),
         measured_uj=claim.settled_uj if claim.settled_ns else claim.measured_uj,
         measured_grade=grade(claim.settled_grade if claim.settled_ns else claim.measured_grade),
         completed_units=claim.completed_units, overrun=claim.overrun, worker=claim.worker,
         devices_mdev={d.device_id: d.mdev for d in claim.devices}, ledger_seq=ledger_seq,
         gang_id=claim.spec.gang_id, priority=claim.spec.priority, borrowed=claim.borrowed,
-        request=submit_request(claim.spec))
+        request=submit_request(claim.spec), submitted_ns=claim.submitted_ns, admitted_ns=claim.admitted_ns,
+        ended_ns=claim.settled_ns, queue_position=queue_position, borrowed_uj=claim.borrowed_uj)
 
 
 # -- agents -------------------------------------------------------------------
@@ -126,12 +128,16 @@ def worker_status(v: WorkerView, live: bool, meters: list[types_pb2.DeviceMeter]
     return ops_pb2.WorkerStatus(
         worker=v.worker.worker_id, capacity=capacity(v.worker), reserved=resources(v.reserved),
         available=resources(v.available), active_claims=v.active_claims, live=live, devices=meters,
-        exclusive=v.exclusive)
+        exclusive=v.exclusive, cordoned=v.worker.cordoned,
+        gpus=[ops_pb2.GpuFree(device_id=d.device_id, device_type=d.device_type, used_mdev=used,
+                              free_mdev=max(0, MDEV_PER_DEVICE - used)) for d, used in v.gpus])
 
 
 def explanation(e: Explanation) -> ops_pb2.Explanation:
     out = ops_pb2.Explanation(claim_id=e.claim_id, state=int(e.state), reason=int(e.reason),
-                              queue_position=e.queue_position)
+                              queue_position=e.queue_position, worker=e.worker,
+                              devices_mdev={d.device_id: d.mdev for d in e.devices}, gang_member=e.gang_member,
+                              gpu_types=e.gpu_types)
     for c in e.checks:
         check = out.checks.add(step=int(c.step), ok=c.ok, evaluated=c.evaluated, node=c.node,
                                guarantee=c.guarantee, usage=c.usage, hold=c.hold, surplus=c.surplus,
@@ -139,7 +145,7 @@ def explanation(e: Explanation) -> ops_pb2.Explanation:
         if c.limit is not None:
             check.limit = c.limit
     for w in e.workers:
-        out.workers.add(worker=w.worker, ok=w.ok, reason=int(w.reason), fields=[
+        out.workers.add(worker=w.worker, ok=w.ok, reason=int(w.reason), gpu_types=w.gpu_types, detail=w.detail, fields=[
             ops_pb2.FieldFigure(field=f.field, requested=f.requested, capacity=f.capacity, reserved=f.reserved,
                                 available_before=f.available_before, available_after=f.available_after,
                                 shortfall=f.shortfall)
@@ -181,3 +187,16 @@ def estimate(e: Estimate) -> ops_pb2.EstimateResponse:
     if e.estimate_uj is not None:
         out.estimate_uj = e.estimate_uj
     return out
+
+
+def planned_victim(victim: Claim, by: Claim) -> claims_pb2.PlannedVictim:
+    """A claim a planned admission would preempt, with why it was chosen (RULES §6)."""
+    why = (f"holds capacity borrowed beyond its tenant's guarantee, which {by.tenant!r} takes back"
+           if victim.borrowed else f"outranked in priority ({by.spec.priority} > {victim.spec.priority}) "
+           f"within {victim.tenant!r}")
+    measured = tier(victim) is Tier.MEASURED
+    why += (f"; measured: {victim.measured_uj} µJ for {victim.completed_units} units, worst per unit first"
+            if measured else "; unmeasured: lowest priority, most recently admitted first")
+    return claims_pb2.PlannedVictim(claim_id=victim.claim_id, tenant=victim.tenant, for_claim=by.claim_id, why=why,
+                                    tier=int(tier(victim)), measured_uj=victim.measured_uj,
+                                    completed_units=victim.completed_units, priority=victim.spec.priority)

@@ -18,8 +18,8 @@ from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.kernel import (ClaimAdmitted, ClaimRefused, ClaimSubmitted, ClusterState, Event, Progress, Reason,
-                              apply, event_from_body, schedule)
+from scheduler.kernel import (ClaimAdmitted, ClaimRefused, ClaimSubmitted, ClusterState, Decision, Event, Progress,
+                              Reason, apply, event_from_body, schedule)
 from scheduler.kernel.events import Released, Settled
 from scheduler.kernel import checkpoint
 from scheduler.kernel.pmap import PMap
@@ -52,6 +52,7 @@ class Change:
     claims: frozenset[str]
     workers: frozenset[str]
     time_ns: int
+    kinds: tuple[tuple[str, str], ...] = ()  # (claim id, the receipt kind that last changed it)
 
 
 class Engine:
@@ -136,9 +137,9 @@ class Engine:
         elif isinstance(event, Released):
             self.released_by = self.released_by.set(event.claim_id, actor)
 
-    def _stamp(self, state: ClusterState, event: Event, seq: int, claims: set[str], workers: set[str]) -> None:
+    def _stamp(self, state: ClusterState, event: Event, seq: int, claims: set[str], workers: set[str]) -> set[str]:
         """Stamp the claims and workers `event` changes with its receipt's seq,
-        adding them to `claims` and `workers`."""
+        adding them to `claims` and `workers`; the claims it changes."""
         mine: set[str] = set()
         hosts: set[str] = set()
         _touched(state, event, mine, hosts)
@@ -148,6 +149,7 @@ class Engine:
             self.occupancy_seq = self.occupancy_seq.set(host, seq)
         claims |= mine
         workers |= hosts
+        return mine
 
     def start(self, writer: GroupCommitWriter) -> None:
         """Replay is done: what it rebuilt is durable, and `writer` takes every change from here."""
@@ -184,6 +186,7 @@ class Engine:
         futures: list[asyncio.Future] = []
         claims: set[str] = set()
         workers: set[str] = set()
+        kinds: dict[str, str] = {}
         for (kind, body, built), item in zip(records, prepared):
             seq = writer.next_seq
             if result is None:
@@ -194,7 +197,7 @@ class Engine:
                 self._forget(event)
             if event is not None:
                 self.on_event(state, event)
-                self._stamp(state, event, seq, claims, workers)
+                kinds.update(dict.fromkeys(self._stamp(state, event, seq, claims, workers), kind))
                 self._note_actor(event, actor)
             futures.append(writer.enqueue(item))
         if result is not None:
@@ -206,7 +209,8 @@ class Engine:
             self._last = futures[-1]
         elif self._last is not None:
             futures = [self._last]   # nothing new: published once what is in flight is durable
-        view, change = self._view(writer.next_seq), Change(frozenset(claims), frozenset(workers), now_ns)
+        view, change = self._view(writer.next_seq), Change(frozenset(claims), frozenset(workers), now_ns,
+                                                             tuple(kinds.items()))
         durable = asyncio.gather(*futures)
         # published by the future itself, not by whoever awaits it: a caller that goes
         # away must not keep readers and listeners from hearing of a durable change
@@ -282,14 +286,20 @@ class Engine:
         with `first` already applied (SubmitMany checks each claim against the
         ones before it); otherwise `first` is applied here."""
         first = list(first)
+        decision = self.preview(first, now_ns, state)
+        self.pending_reason = dict(decision.reasons)
+        return await self.queue([(e.kind, e.to_body(), e) for e in (*first, *decision.events)], now_ns,
+                                result=decision.state)
+
+    def preview(self, first: list[Event], now_ns: int, state: ClusterState | None = None) -> Decision:
+        """The decision `decide` would commit for `first` (already applied to
+        `state` when it is given), committing nothing: decide's own first
+        step, and what a dry run (Claims.Plan) answers."""
         if state is None:
             state = self.state
             for event in first:
                 state = apply(state, event)
-        decision = schedule(state, now_ns)
-        self.pending_reason = dict(decision.reasons)
-        return await self.queue([(e.kind, e.to_body(), e) for e in (*first, *decision.events)], now_ns,
-                                result=decision.state)
+        return schedule(state, now_ns)
 
     def record_windows(self, worker: str, windows: Windows, now_ns: int) -> asyncio.Future[Change]:
         """Fold and queue a batch now; the future resolves once it is durable

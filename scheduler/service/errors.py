@@ -33,6 +33,7 @@ STATUS = {
     "UNKNOWN_PRINCIPAL": grpc.StatusCode.UNAUTHENTICATED,
     "ROLE_NOT_ALLOWED": grpc.StatusCode.PERMISSION_DENIED,
     "OUT_OF_SCOPE": grpc.StatusCode.PERMISSION_DENIED,
+    "UNKNOWN_WORKER": grpc.StatusCode.NOT_FOUND,
 }
 
 

@@ -56,10 +56,12 @@ class OperationsServicer(ops_pb2_grpc.OperationsServicer):
 
     @guarded
     async def Workers(self, request, context):
-        return ops_pb2.WorkersResponse(workers=[
-            convert.worker_status(v, self.agents.live(v.worker.worker_id),
-                                  self.agents.meters.get(v.worker.worker_id, []))
-            for v in kernel.workers(self.engine.committed.state)])
+        return ops_pb2.WorkersResponse(workers=[self._worker_status(v)
+                                               for v in kernel.workers(self.engine.committed.state)])
+
+    def _worker_status(self, view: kernel.WorkerView) -> ops_pb2.WorkerStatus:
+        host = view.worker.worker_id
+        return convert.worker_status(view, self.agents.live(host), self.agents.meters.get(host, []))
 
     @guarded
     async def Explain(self, request, context):
@@ -120,6 +122,14 @@ class OperationsServicer(ops_pb2_grpc.OperationsServicer):
         order = kernel.reclamation_order(self._verdicts(self.engine.state, self._writer.next_seq))
         await self.engine.decide(kernel.reclaim(self.engine.state, order, now), now)
         return ops_pb2.ReclaimResponse(reclaimed=order)
+
+    @guarded
+    async def Cordon(self, request, context):
+        event = checked(kernel.cordon(self.engine.state, request.worker, request.cordoned))
+        if event is not None:   # uncordoning may admit pending claims: decided like any change
+            await self.engine.decide([event], time.time_ns())
+        return self._worker_status(next(v for v in kernel.workers(self.engine.committed.state)
+                                        if v.worker.worker_id == request.worker))
 
     @guarded
     async def Estimate(self, request, context):

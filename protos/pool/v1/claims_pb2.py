@@ -23,9 +23,10 @@ _sym_db = _symbol_database.Default()
 
 
 from protos.pool.v1 import types_pb2 as protos_dot_pool_dot_v1_dot_types__pb2
+from protos.pool.v1 import ops_pb2 as protos_dot_pool_dot_v1_dot_ops__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bprotos/pool/v1/claims.proto\x12\x07pool.v1\x1a\x1aprotos/pool/v1/types.proto\"\xf3\x01\n\rSubmitRequest\x12\x10\n\x08\x63laim_id\x18\x01 \x01(\t\x12\x0e\n\x06tenant\x18\x02 \x01(\t\x12\x0f\n\x07gang_id\x18\x03 \x01(\t\x12\x11\n\tgang_size\x18\x04 \x01(\r\x12%\n\tresources\x18\x05 \x01(\x0b\x32\x12.pool.v1.Resources\x12%\n\tplacement\x18\x06 \x01(\x0e\x32\x12.pool.v1.Placement\x12\x18\n\x0b\x65stimate_uj\x18\x07 \x01(\x04H\x00\x88\x01\x01\x12\x12\n\nwork_class\x18\x08 \x01(\t\x12\x10\n\x08priority\x18\t \x01(\x05\x42\x0e\n\x0c_estimate_uj\";\n\x11SubmitManyRequest\x12&\n\x06\x63laims\x18\x01 \x03(\x0b\x32\x16.pool.v1.SubmitRequest\"<\n\x12SubmitManyResponse\x12&\n\x07results\x18\x01 \x03(\x0b\x32\x15.pool.v1.SubmitResult\"e\n\x0cSubmitResult\x12&\n\x06status\x18\x01 \x01(\x0b\x32\x14.pool.v1.ClaimStatusH\x00\x12#\n\x07refused\x18\x02 \x01(\x0b\x32\x10.pool.v1.RefusalH\x00\x42\x08\n\x06result\"<\n\x07Refusal\x12 \n\x04\x63ode\x18\x01 \x01(\x0e\x32\x12.pool.v1.ErrorCode\x12\x0f\n\x07message\x18\x02 \x01(\t\"<\n\x0fProgressRequest\x12\x10\n\x08\x63laim_id\x18\x01 \x01(\t\x12\x17\n\x0f\x63ompleted_units\x18\x02 \x01(\x04\"\"\n\x0eReleaseRequest\x12\x10\n\x08\x63laim_id\x18\x01 \x01(\t\"#\n\x0fGetClaimRequest\x12\x10\n\x08\x63laim_id\x18\x01 \x01(\t\"H\n\x11ListClaimsRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12#\n\x06states\x18\x02 \x03(\x0e\x32\x13.pool.v1.ClaimState\":\n\x12ListClaimsResponse\x12$\n\x06\x63laims\x18\x01 \x03(\x0b\x32\x14.pool.v1.ClaimStatus\">\n\x0cWatchRequest\x12\x12\n\x08\x63laim_id\x18\x01 \x01(\tH\x00\x12\x10\n\x06tenant\x18\x02 \x01(\tH\x00\x42\x08\n\x06target\"\xae\x04\n\x0b\x43laimStatus\x12\x10\n\x08\x63laim_id\x18\x01 \x01(\t\x12\x0e\n\x06tenant\x18\x02 \x01(\t\x12\"\n\x05state\x18\x03 \x01(\x0e\x32\x13.pool.v1.ClaimState\x12\x1f\n\x06reason\x18\x04 \x01(\x0e\x32\x0f.pool.v1.Reason\x12\x0f\n\x07hold_uj\x18\x05 \x01(\x04\x12\"\n\nhold_grade\x18\x06 \x01(\x0e\x32\x0e.pool.v1.Grade\x12\x13\n\x0bmeasured_uj\x18\x07 \x01(\x04\x12&\n\x0emeasured_grade\x18\x08 \x01(\x0e\x32\x0e.pool.v1.Grade\x12\x17\n\x0f\x63ompleted_units\x18\t \x01(\x04\x12\x0f\n\x07overrun\x18\n \x01(\x08\x12\x0e\n\x06worker\x18\x0b \x01(\t\x12;\n\x0c\x64\x65vices_mdev\x18\x0c \x03(\x0b\x32%.pool.v1.ClaimStatus.DevicesMdevEntry\x12\x12\n\nledger_seq\x18\r \x01(\x04\x12\x0f\n\x07gang_id\x18\x0e \x01(\t\x12\x10\n\x08priority\x18\x0f \x01(\x05\x12\x10\n\x08\x62orrowed\x18\x10 \x01(\x08\x12\'\n\x07request\x18\x11 \x01(\x0b\x32\x16.pool.v1.SubmitRequest\x12\x14\n\x0csubmitted_by\x18\x64 \x01(\t\x12\x13\n\x0breleased_by\x18\x65 \x01(\t\x1a\x32\n\x10\x44\x65vicesMdevEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\"C\n\nClaimEvent\x12$\n\x06status\x18\x01 \x01(\x0b\x32\x14.pool.v1.ClaimStatus\x12\x0f\n\x07time_ns\x18\x02 \x01(\x04\x32\xac\x03\n\x06\x43laims\x12\x36\n\x06Submit\x12\x16.pool.v1.SubmitRequest\x1a\x14.pool.v1.ClaimStatus\x12\x45\n\nSubmitMany\x12\x1a.pool.v1.SubmitManyRequest\x1a\x1b.pool.v1.SubmitManyResponse\x12:\n\x08Progress\x12\x18.pool.v1.ProgressRequest\x1a\x14.pool.v1.ClaimStatus\x12\x38\n\x07Release\x12\x17.pool.v1.ReleaseRequest\x1a\x14.pool.v1.ClaimStatus\x12\x35\n\x03Get\x12\x18.pool.v1.GetClaimRequest\x1a\x14.pool.v1.ClaimStatus\x12?\n\x04List\x12\x1a.pool.v1.ListClaimsRequest\x1a\x1b.pool.v1.ListClaimsResponse\x12\x35\n\x05Watch\x12\x15.pool.v1.WatchRequest\x1a\x13.pool.v1.ClaimEvent0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bprotos/pool/v1/claims.proto\x12\x07pool.v1\x1a\x1aprotos/pool/v1/types.proto\x1a\x18protos/pool/v1/ops.proto\"\xf3\x01\n\rSubmitRequest\x12\x10\n\x08\x63laim_id\x18\x01 \x01(\t\x12\x0e\n\x06tenant\x18\x02 \x01(\t\x12\x0f\n\x07gang_id\x18\x03 \x01(\t\x12\x11\n\tgang_size\x18\x04 \x01(\r\x12%\n\tresources\x18\x05 \x01(\x0b\x32\x12.pool.v1.Resources\x12%\n\tplacement\x18\x06 \x01(\x0e\x32\x12.pool.v1.Placement\x12\x18\n\x0b\x65stimate_uj\x18\x07 \x01(\x04H\x00\x88\x01\x01\x12\x12\n\nwork_class\x18\x08 \x01(\t\x12\x10\n\x08priority\x18\t \x01(\x05\x42\x0e\n\x0c_estimate_uj\";\n\x11SubmitManyRequest\x12&\n\x06\x63laims\x18\x01 \x03(\x0b\x32\x16.pool.v1.SubmitRequest\"<\n\x12SubmitManyResponse\x12&\n\x07results\x18\x01 \x03(\x0b\x32\x15.pool.v1.SubmitResult\"e\n\x0cSubmitResult\x12&\n\x06status\x18\x01 \x01(\x0b\x32\x14.pool.v1.ClaimStatusH\x00\x12#\n\x07refused\x18\x02 \x01(\x0b\x32\x10.pool.v1.RefusalH\x00\x42\x08\n\x06result\"<\n\x07Refusal\x12 \n\x04\x63ode\x18\x01 \x01(\x0e\x32\x12.pool.v1.ErrorCode\x12\x0f\n\x07message\x18\x02 \x01(\t\"<\n\x0fProgressRequest\x12\x10\n\x08\x63laim_id\x18\x01 \x01(\t\x12\x17\n\x0f\x63ompleted_units\x18\x02 \x01(\x04\"\"\n\x0eReleaseRequest\x12\x10\n\x08\x63laim_id\x18\x01 \x01(\t\"#\n\x0fGetClaimRequest\x12\x10\n\x08\x63laim_id\x18\x01 \x01(\t\"H\n\x11ListClaimsRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12#\n\x06states\x18\x02 \x03(\x0e\x32\x13.pool.v1.ClaimState\":\n\x12ListClaimsResponse\x12$\n\x06\x63laims\x18\x01 \x03(\x0b\x32\x14.pool.v1.ClaimStatus\">\n\x0cWatchRequest\x12\x12\n\x08\x63laim_id\x18\x01 \x01(\tH\x00\x12\x10\n\x06tenant\x18\x02 \x01(\tH\x00\x42\x08\n\x06target\"\x9d\x05\n\x0b\x43laimStatus\x12\x10\n\x08\x63laim_id\x18\x01 \x01(\t\x12\x0e\n\x06tenant\x18\x02 \x01(\t\x12\"\n\x05state\x18\x03 \x01(\x0e\x32\x13.pool.v1.ClaimState\x12\x1f\n\x06reason\x18\x04 \x01(\x0e\x32\x0f.pool.v1.Reason\x12\x0f\n\x07hold_uj\x18\x05 \x01(\x04\x12\"\n\nhold_grade\x18\x06 \x01(\x0e\x32\x0e.pool.v1.Grade\x12\x13\n\x0bmeasured_uj\x18\x07 \x01(\x04\x12&\n\x0emeasured_grade\x18\x08 \x01(\x0e\x32\x0e.pool.v1.Grade\x12\x17\n\x0f\x63ompleted_units\x18\t \x01(\x04\x12\x0f\n\x07overrun\x18\n \x01(\x08\x12\x0e\n\x06worker\x18\x0b \x01(\t\x12;\n\x0c\x64\x65vices_mdev\x18\x0c \x03(\x0b\x32%.pool.v1.ClaimStatus.DevicesMdevEntry\x12\x12\n\nledger_seq\x18\r \x01(\x04\x12\x0f\n\x07gang_id\x18\x0e \x01(\t\x12\x10\n\x08priority\x18\x0f \x01(\x05\x12\x10\n\x08\x62orrowed\x18\x10 \x01(\x08\x12\'\n\x07request\x18\x11 \x01(\x0b\x32\x16.pool.v1.SubmitRequest\x12\x14\n\x0csubmitted_by\x18\x64 \x01(\t\x12\x13\n\x0breleased_by\x18\x65 \x01(\t\x12\x15\n\x0csubmitted_ns\x18\xc8\x01 \x01(\x04\x12\x14\n\x0b\x61\x64mitted_ns\x18\xc9\x01 \x01(\x04\x12\x11\n\x08\x65nded_ns\x18\xca\x01 \x01(\x04\x12\x17\n\x0equeue_position\x18\xcb\x01 \x01(\r\x12\x14\n\x0b\x62orrowed_uj\x18\xcc\x01 \x01(\x04\x1a\x32\n\x10\x44\x65vicesMdevEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\"k\n\nClaimEvent\x12$\n\x06status\x18\x01 \x01(\x0b\x32\x14.pool.v1.ClaimStatus\x12\x0f\n\x07time_ns\x18\x02 \x01(\x04\x12&\n\x04kind\x18\xc8\x01 \x01(\x0e\x32\x17.pool.v1.ClaimEventKind\"5\n\x0bPlanRequest\x12&\n\x06\x63laims\x18\x01 \x03(\x0b\x32\x16.pool.v1.SubmitRequest\"\xae\x01\n\rPlannedVictim\x12\x10\n\x08\x63laim_id\x18\x01 \x01(\t\x12\x0e\n\x06tenant\x18\x02 \x01(\t\x12\x11\n\tfor_claim\x18\x03 \x01(\t\x12\x0b\n\x03why\x18\x04 \x01(\t\x12\x1b\n\x04tier\x18\x05 \x01(\x0e\x32\r.pool.v1.Tier\x12\x13\n\x0bmeasured_uj\x18\x06 \x01(\x04\x12\x17\n\x0f\x63ompleted_units\x18\x07 \x01(\x04\x12\x10\n\x08priority\x18\x08 \x01(\x05\"\x89\x01\n\x0cPlanResponse\x12$\n\x06\x63laims\x18\x01 \x03(\x0b\x32\x14.pool.v1.ClaimStatus\x12\'\n\x07victims\x18\x02 \x03(\x0b\x32\x16.pool.v1.PlannedVictim\x12*\n\x0c\x65xplanations\x18\x03 \x03(\x0b\x32\x14.pool.v1.Explanation*\xd3\x01\n\x0e\x43laimEventKind\x12 \n\x1c\x43LAIM_EVENT_KIND_UNSPECIFIED\x10\x00\x12\x11\n\rEVENT_CURRENT\x10\x01\x12\x13\n\x0f\x45VENT_SUBMITTED\x10\x02\x12\x12\n\x0e\x45VENT_ADMITTED\x10\x03\x12\x12\n\x0e\x45VENT_PROGRESS\x10\x04\x12\x12\n\x0e\x45VENT_RELEASED\x10\x05\x12\x13\n\x0f\x45VENT_PREEMPTED\x10\x06\x12\x13\n\x0f\x45VENT_RECLAIMED\x10\x07\x12\x11\n\rEVENT_REFUSED\x10\x08\x32\xe1\x03\n\x06\x43laims\x12\x36\n\x06Submit\x12\x16.pool.v1.SubmitRequest\x1a\x14.pool.v1.ClaimStatus\x12\x45\n\nSubmitMany\x12\x1a.pool.v1.SubmitManyRequest\x1a\x1b.pool.v1.SubmitManyResponse\x12:\n\x08Progress\x12\x18.pool.v1.ProgressRequest\x1a\x14.pool.v1.ClaimStatus\x12\x38\n\x07Release\x12\x17.pool.v1.ReleaseRequest\x1a\x14.pool.v1.ClaimStatus\x12\x35\n\x03Get\x12\x18.pool.v1.GetClaimRequest\x1a\x14.pool.v1.ClaimStatus\x12?\n\x04List\x12\x1a.pool.v1.ListClaimsRequest\x1a\x1b.pool.v1.ListClaimsResponse\x12\x35\n\x05Watch\x12\x15.pool.v1.WatchRequest\x1a\x13.pool.v1.ClaimEvent0\x01\x12\x33\n\x04Plan\x12\x14.pool.v1.PlanRequest\x1a\x15.pool.v1.PlanResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,34 +35,42 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_CLAIMSTATUS_DEVICESMDEVENTRY']._loaded_options = None
   _globals['_CLAIMSTATUS_DEVICESMDEVENTRY']._serialized_options = b'8\001'
-  _globals['_SUBMITREQUEST']._serialized_start=69
-  _globals['_SUBMITREQUEST']._serialized_end=312
-  _globals['_SUBMITMANYREQUEST']._serialized_start=314
-  _globals['_SUBMITMANYREQUEST']._serialized_end=373
-  _globals['_SUBMITMANYRESPONSE']._serialized_start=375
-  _globals['_SUBMITMANYRESPONSE']._serialized_end=435
-  _globals['_SUBMITRESULT']._serialized_start=437
-  _globals['_SUBMITRESULT']._serialized_end=538
-  _globals['_REFUSAL']._serialized_start=540
-  _globals['_REFUSAL']._serialized_end=600
-  _globals['_PROGRESSREQUEST']._serialized_start=602
-  _globals['_PROGRESSREQUEST']._serialized_end=662
-  _globals['_RELEASEREQUEST']._serialized_start=664
-  _globals['_RELEASEREQUEST']._serialized_end=698
-  _globals['_GETCLAIMREQUEST']._serialized_start=700
-  _globals['_GETCLAIMREQUEST']._serialized_end=735
-  _globals['_LISTCLAIMSREQUEST']._serialized_start=737
-  _globals['_LISTCLAIMSREQUEST']._serialized_end=809
-  _globals['_LISTCLAIMSRESPONSE']._serialized_start=811
-  _globals['_LISTCLAIMSRESPONSE']._serialized_end=869
-  _globals['_WATCHREQUEST']._serialized_start=871
-  _globals['_WATCHREQUEST']._serialized_end=933
-  _globals['_CLAIMSTATUS']._serialized_start=936
-  _globals['_CLAIMSTATUS']._serialized_end=1494
-  _globals['_CLAIMSTATUS_DEVICESMDEVENTRY']._serialized_start=1444
-  _globals['_CLAIMSTATUS_DEVICESMDEVENTRY']._serialized_end=1494
-  _globals['_CLAIMEVENT']._serialized_start=1496
-  _globals['_CLAIMEVENT']._serialized_end=1563
-  _globals['_CLAIMS']._serialized_start=1566
-  _globals['_CLAIMS']._serialized_end=1994
+  _globals['_CLAIMEVENTKIND']._serialized_start=2115
+  _globals['_CLAIMEVENTKIND']._serialized_end=2326
+  _globals['_SUBMITREQUEST']._serialized_start=95
+  _globals['_SUBMITREQUEST']._serialized_end=338
+  _globals['_SUBMITMANYREQUEST']._serialized_start=340
+  _globals['_SUBMITMANYREQUEST']._serialized_end=399
+  _globals['_SUBMITMANYRESPONSE']._serialized_start=401
+  _globals['_SUBMITMANYRESPONSE']._serialized_end=461
+  _globals['_SUBMITRESULT']._serialized_start=463
+  _globals['_SUBMITRESULT']._serialized_end=564
+  _globals['_REFUSAL']._serialized_start=566
+  _globals['_REFUSAL']._serialized_end=626
+  _globals['_PROGRESSREQUEST']._serialized_start=628
+  _globals['_PROGRESSREQUEST']._serialized_end=688
+  _globals['_RELEASEREQUEST']._serialized_start=690
+  _globals['_RELEASEREQUEST']._serialized_end=724
+  _globals['_GETCLAIMREQUEST']._serialized_start=726
+  _globals['_GETCLAIMREQUEST']._serialized_end=761
+  _globals['_LISTCLAIMSREQUEST']._serialized_start=763
+  _globals['_LISTCLAIMSREQUEST']._serialized_end=835
+  _globals['_LISTCLAIMSRESPONSE']._serialized_start=837
+  _globals['_LISTCLAIMSRESPONSE']._serialized_end=895
+  _globals['_WATCHREQUEST']._serialized_start=897
+  _globals['_WATCHREQUEST']._serialized_end=959
+  _globals['_CLAIMSTATUS']._serialized_start=962
+  _globals['_CLAIMSTATUS']._serialized_end=1631
+  _globals['_CLAIMSTATUS_DEVICESMDEVENTRY']._serialized_start=1581
+  _globals['_CLAIMSTATUS_DEVICESMDEVENTRY']._serialized_end=1631
+  _globals['_CLAIMEVENT']._serialized_start=1633
+  _globals['_CLAIMEVENT']._serialized_end=1740
+  _globals['_PLANREQUEST']._serialized_start=1742
+  _globals['_PLANREQUEST']._serialized_end=1795
+  _globals['_PLANNEDVICTIM']._serialized_start=1798
+  _globals['_PLANNEDVICTIM']._serialized_end=1972
+  _globals['_PLANRESPONSE']._serialized_start=1975
+  _globals['_PLANRESPONSE']._serialized_end=2112
+  _globals['_CLAIMS']._serialized_start=2329
+  _globals['_CLAIMS']._serialized_end=2810
 # @@protoc_insertion_point(module_scope)

@@ -1,11 +1,34 @@
 from protos.pool.v1 import types_pb2 as _types_pb2
+from protos.pool.v1 import ops_pb2 as _ops_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class ClaimEventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CLAIM_EVENT_KIND_UNSPECIFIED: _ClassVar[ClaimEventKind]
+    EVENT_CURRENT: _ClassVar[ClaimEventKind]
+    EVENT_SUBMITTED: _ClassVar[ClaimEventKind]
+    EVENT_ADMITTED: _ClassVar[ClaimEventKind]
+    EVENT_PROGRESS: _ClassVar[ClaimEventKind]
+    EVENT_RELEASED: _ClassVar[ClaimEventKind]
+    EVENT_PREEMPTED: _ClassVar[ClaimEventKind]
+    EVENT_RECLAIMED: _ClassVar[ClaimEventKind]
+    EVENT_REFUSED: _ClassVar[ClaimEventKind]
+CLAIM_EVENT_KIND_UNSPECIFIED: ClaimEventKind
+EVENT_CURRENT: ClaimEventKind
+EVENT_SUBMITTED: ClaimEventKind
+EVENT_ADMITTED: ClaimEventKind
+EVENT_PROGRESS: ClaimEventKind
+EVENT_RELEASED: ClaimEventKind
+EVENT_PREEMPTED: ClaimEventKind
+EVENT_RECLAIMED: ClaimEventKind
+EVENT_REFUSED: ClaimEventKind
 
 class SubmitRequest(_message.Message):
     __slots__ = ("claim_id", "tenant", "gang_id", "gang_size", "resources", "placement", "estimate_uj", "work_class", "priority")
@@ -100,7 +123,7 @@ class WatchRequest(_message.Message):
     def __init__(self, claim_id: _Optional[str] = ..., tenant: _Optional[str] = ...) -> None: ...
 
 class ClaimStatus(_message.Message):
-    __slots__ = ("claim_id", "tenant", "state", "reason", "hold_uj", "hold_grade", "measured_uj", "measured_grade", "completed_units", "overrun", "worker", "devices_mdev", "ledger_seq", "gang_id", "priority", "borrowed", "request", "submitted_by", "released_by")
+    __slots__ = ("claim_id", "tenant", "state", "reason", "hold_uj", "hold_grade", "measured_uj", "measured_grade", "completed_units", "overrun", "worker", "devices_mdev", "ledger_seq", "gang_id", "priority", "borrowed", "request", "submitted_by", "released_by", "submitted_ns", "admitted_ns", "ended_ns", "queue_position", "borrowed_uj")
     class DevicesMdevEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -127,6 +150,11 @@ class ClaimStatus(_message.Message):
     REQUEST_FIELD_NUMBER: _ClassVar[int]
     SUBMITTED_BY_FIELD_NUMBER: _ClassVar[int]
     RELEASED_BY_FIELD_NUMBER: _ClassVar[int]
+    SUBMITTED_NS_FIELD_NUMBER: _ClassVar[int]
+    ADMITTED_NS_FIELD_NUMBER: _ClassVar[int]
+    ENDED_NS_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_POSITION_FIELD_NUMBER: _ClassVar[int]
+    BORROWED_UJ_FIELD_NUMBER: _ClassVar[int]
     claim_id: str
     tenant: str
     state: _types_pb2.ClaimState
@@ -146,12 +174,55 @@ class ClaimStatus(_message.Message):
     request: SubmitRequest
     submitted_by: str
     released_by: str
-    def __init__(self, claim_id: _Optional[str] = ..., tenant: _Optional[str] = ..., state: _Optional[_Union[_types_pb2.ClaimState, str]] = ..., reason: _Optional[_Union[_types_pb2.Reason, str]] = ..., hold_uj: _Optional[int] = ..., hold_grade: _Optional[_Union[_types_pb2.Grade, str]] = ..., measured_uj: _Optional[int] = ..., measured_grade: _Optional[_Union[_types_pb2.Grade, str]] = ..., completed_units: _Optional[int] = ..., overrun: _Optional[bool] = ..., worker: _Optional[str] = ..., devices_mdev: _Optional[_Mapping[str, int]] = ..., ledger_seq: _Optional[int] = ..., gang_id: _Optional[str] = ..., priority: _Optional[int] = ..., borrowed: _Optional[bool] = ..., request: _Optional[_Union[SubmitRequest, _Mapping]] = ..., submitted_by: _Optional[str] = ..., released_by: _Optional[str] = ...) -> None: ...
+    submitted_ns: int
+    admitted_ns: int
+    ended_ns: int
+    queue_position: int
+    borrowed_uj: int
+    def __init__(self, claim_id: _Optional[str] = ..., tenant: _Optional[str] = ..., state: _Optional[_Union[_types_pb2.ClaimState, str]] = ..., reason: _Optional[_Union[_types_pb2.Reason, str]] = ..., hold_uj: _Optional[int] = ..., hold_grade: _Optional[_Union[_types_pb2.Grade, str]] = ..., measured_uj: _Optional[int] = ..., measured_grade: _Optional[_Union[_types_pb2.Grade, str]] = ..., completed_units: _Optional[int] = ..., overrun: _Optional[bool] = ..., worker: _Optional[str] = ..., devices_mdev: _Optional[_Mapping[str, int]] = ..., ledger_seq: _Optional[int] = ..., gang_id: _Optional[str] = ..., priority: _Optional[int] = ..., borrowed: _Optional[bool] = ..., request: _Optional[_Union[SubmitRequest, _Mapping]] = ..., submitted_by: _Optional[str] = ..., released_by: _Optional[str] = ..., submitted_ns: _Optional[int] = ..., admitted_ns: _Optional[int] = ..., ended_ns: _Optional[int] = ..., queue_position: _Optional[int] = ..., borrowed_uj: _Optional[int] = ...) -> None: ...
 
 class ClaimEvent(_message.Message):
-    __slots__ = ("status", "time_ns")
+    __slots__ = ("status", "time_ns", "kind")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     TIME_NS_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
     status: ClaimStatus
     time_ns: int
-    def __init__(self, status: _Optional[_Union[ClaimStatus, _Mapping]] = ..., time_ns: _Optional[int] = ...) -> None: ...
+    kind: ClaimEventKind
+    def __init__(self, status: _Optional[_Union[ClaimStatus, _Mapping]] = ..., time_ns: _Optional[int] = ..., kind: _Optional[_Union[ClaimEventKind, str]] = ...) -> None: ...
+
+class PlanRequest(_message.Message):
+    __slots__ = ("claims",)
+    CLAIMS_FIELD_NUMBER: _ClassVar[int]
+    claims: _containers.RepeatedCompositeFieldContainer[SubmitRequest]
+    def __init__(self, claims: _Optional[_Iterable[_Union[SubmitRequest, _Mapping]]] = ...) -> None: ...
+
+class PlannedVictim(_message.Message):
+    __slots__ = ("claim_id", "tenant", "for_claim", "why", "tier", "measured_uj", "completed_units", "priority")
+    CLAIM_ID_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    FOR_CLAIM_FIELD_NUMBER: _ClassVar[int]
+    WHY_FIELD_NUMBER: _ClassVar[int]
+    TIER_FIELD_NUMBER: _ClassVar[int]
+    MEASURED_UJ_FIELD_NUMBER: _ClassVar[int]
+    COMPLETED_UNITS_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    claim_id: str
+    tenant: str
+    for_claim: str
+    why: str
+    tier: _ops_pb2.Tier
+    measured_uj: int
+    completed_units: int
+    priority: int
+    def __init__(self, claim_id: _Optional[str] = ..., tenant: _Optional[str] = ..., for_claim: _Optional[str] = ..., why: _Optional[str] = ..., tier: _Optional[_Union[_ops_pb2.Tier, str]] = ..., measured_uj: _Optional[int] = ..., completed_units: _Optional[int] = ..., priority: _Optional[int] = ...) -> None: ...
+
+class PlanResponse(_message.Message):
+    __slots__ = ("claims", "victims", "explanations")
+    CLAIMS_FIELD_NUMBER: _ClassVar[int]
+    VICTIMS_FIELD_NUMBER: _ClassVar[int]
+    EXPLANATIONS_FIELD_NUMBER: _ClassVar[int]
+    claims: _containers.RepeatedCompositeFieldContainer[ClaimStatus]
+    victims: _containers.RepeatedCompositeFieldContainer[PlannedVictim]
+    explanations: _containers.RepeatedCompositeFieldContainer[_ops_pb2.Explanation]
+    def __init__(self, claims: _Optional[_Iterable[_Union[ClaimStatus, _Mapping]]] = ..., victims: _Optional[_Iterable[_Union[PlannedVictim, _Mapping]]] = ..., explanations: _Optional[_Iterable[_Union[_ops_pb2.Explanation, _Mapping]]] = ...) -> None: ...

@@ -74,6 +74,11 @@ class ClaimsStub:
                 request_serializer=protos_dot_pool_dot_v1_dot_claims__pb2.WatchRequest.SerializeToString,
                 response_deserializer=protos_dot_pool_dot_v1_dot_claims__pb2.ClaimEvent.FromString,
                 _registered_method=True)
+        self.Plan = channel.unary_unary(
+                '/pool.v1.Claims/Plan',
+                request_serializer=protos_dot_pool_dot_v1_dot_claims__pb2.PlanRequest.SerializeToString,
+                response_deserializer=protos_dot_pool_dot_v1_dot_claims__pb2.PlanResponse.FromString,
+                _registered_method=True)
 
 
 class ClaimsServicer:
@@ -163,6 +168,18 @@ class ClaimsServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Plan(self, request, context):
+        """Dry run: the decision a claim, or a gang's members, would get if
+        submitted now, with no receipt and no state change. It takes the same
+        path as Submit (the kernel's decision on a scratch copy of the state with
+        the claims added), so a Submit of the same requests with nothing between
+        gets the same outcome. Errors: exactly Submit's, for the first request
+        that Submit would refuse.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ClaimsServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -200,6 +217,11 @@ def add_ClaimsServicer_to_server(servicer, server):
                     servicer.Watch,
                     request_deserializer=protos_dot_pool_dot_v1_dot_claims__pb2.WatchRequest.FromString,
                     response_serializer=protos_dot_pool_dot_v1_dot_claims__pb2.ClaimEvent.SerializeToString,
+            ),
+            'Plan': grpc.unary_unary_rpc_method_handler(
+                    servicer.Plan,
+                    request_deserializer=protos_dot_pool_dot_v1_dot_claims__pb2.PlanRequest.FromString,
+                    response_serializer=protos_dot_pool_dot_v1_dot_claims__pb2.PlanResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -396,6 +418,33 @@ class Claims:
             '/pool.v1.Claims/Watch',
             protos_dot_pool_dot_v1_dot_claims__pb2.WatchRequest.SerializeToString,
             protos_dot_pool_dot_v1_dot_claims__pb2.ClaimEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Plan(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pool.v1.Claims/Plan',
+            protos_dot_pool_dot_v1_dot_claims__pb2.PlanRequest.SerializeToString,
+            protos_dot_pool_dot_v1_dot_claims__pb2.PlanResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -36,6 +36,26 @@ TIER_UNSPECIFIED: Tier
 MEASURED: Tier
 UNMEASURED: Tier
 
+class CordonRequest(_message.Message):
+    __slots__ = ("worker", "cordoned")
+    WORKER_FIELD_NUMBER: _ClassVar[int]
+    CORDONED_FIELD_NUMBER: _ClassVar[int]
+    worker: str
+    cordoned: bool
+    def __init__(self, worker: _Optional[str] = ..., cordoned: _Optional[bool] = ...) -> None: ...
+
+class GpuFree(_message.Message):
+    __slots__ = ("device_id", "device_type", "used_mdev", "free_mdev")
+    DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    USED_MDEV_FIELD_NUMBER: _ClassVar[int]
+    FREE_MDEV_FIELD_NUMBER: _ClassVar[int]
+    device_id: str
+    device_type: str
+    used_mdev: int
+    free_mdev: int
+    def __init__(self, device_id: _Optional[str] = ..., device_type: _Optional[str] = ..., used_mdev: _Optional[int] = ..., free_mdev: _Optional[int] = ...) -> None: ...
+
 class TenantsRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
@@ -83,7 +103,7 @@ class WorkersRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class WorkerStatus(_message.Message):
-    __slots__ = ("worker", "capacity", "reserved", "available", "active_claims", "live", "devices", "exclusive")
+    __slots__ = ("worker", "capacity", "reserved", "available", "active_claims", "live", "devices", "exclusive", "cordoned", "gpus")
     WORKER_FIELD_NUMBER: _ClassVar[int]
     CAPACITY_FIELD_NUMBER: _ClassVar[int]
     RESERVED_FIELD_NUMBER: _ClassVar[int]
@@ -92,6 +112,8 @@ class WorkerStatus(_message.Message):
     LIVE_FIELD_NUMBER: _ClassVar[int]
     DEVICES_FIELD_NUMBER: _ClassVar[int]
     EXCLUSIVE_FIELD_NUMBER: _ClassVar[int]
+    CORDONED_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
     worker: str
     capacity: _types_pb2.Capacity
     reserved: _types_pb2.Resources
@@ -100,7 +122,9 @@ class WorkerStatus(_message.Message):
     live: bool
     devices: _containers.RepeatedCompositeFieldContainer[_types_pb2.DeviceMeter]
     exclusive: bool
-    def __init__(self, worker: _Optional[str] = ..., capacity: _Optional[_Union[_types_pb2.Capacity, _Mapping]] = ..., reserved: _Optional[_Union[_types_pb2.Resources, _Mapping]] = ..., available: _Optional[_Union[_types_pb2.Resources, _Mapping]] = ..., active_claims: _Optional[_Iterable[str]] = ..., live: _Optional[bool] = ..., devices: _Optional[_Iterable[_Union[_types_pb2.DeviceMeter, _Mapping]]] = ..., exclusive: _Optional[bool] = ...) -> None: ...
+    cordoned: bool
+    gpus: _containers.RepeatedCompositeFieldContainer[GpuFree]
+    def __init__(self, worker: _Optional[str] = ..., capacity: _Optional[_Union[_types_pb2.Capacity, _Mapping]] = ..., reserved: _Optional[_Union[_types_pb2.Resources, _Mapping]] = ..., available: _Optional[_Union[_types_pb2.Resources, _Mapping]] = ..., active_claims: _Optional[_Iterable[str]] = ..., live: _Optional[bool] = ..., devices: _Optional[_Iterable[_Union[_types_pb2.DeviceMeter, _Mapping]]] = ..., exclusive: _Optional[bool] = ..., cordoned: _Optional[bool] = ..., gpus: _Optional[_Iterable[_Union[GpuFree, _Mapping]]] = ...) -> None: ...
 
 class WorkersResponse(_message.Message):
     __slots__ = ("workers",)
@@ -161,32 +185,51 @@ class FieldFigure(_message.Message):
     def __init__(self, field: _Optional[str] = ..., requested: _Optional[int] = ..., capacity: _Optional[int] = ..., reserved: _Optional[int] = ..., available_before: _Optional[int] = ..., available_after: _Optional[int] = ..., shortfall: _Optional[int] = ...) -> None: ...
 
 class WorkerExplanation(_message.Message):
-    __slots__ = ("worker", "ok", "reason", "fields")
+    __slots__ = ("worker", "ok", "reason", "fields", "gpu_types", "detail")
     WORKER_FIELD_NUMBER: _ClassVar[int]
     OK_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     FIELDS_FIELD_NUMBER: _ClassVar[int]
+    GPU_TYPES_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
     worker: str
     ok: bool
     reason: _types_pb2.Reason
     fields: _containers.RepeatedCompositeFieldContainer[FieldFigure]
-    def __init__(self, worker: _Optional[str] = ..., ok: _Optional[bool] = ..., reason: _Optional[_Union[_types_pb2.Reason, str]] = ..., fields: _Optional[_Iterable[_Union[FieldFigure, _Mapping]]] = ...) -> None: ...
+    gpu_types: _containers.RepeatedScalarFieldContainer[str]
+    detail: str
+    def __init__(self, worker: _Optional[str] = ..., ok: _Optional[bool] = ..., reason: _Optional[_Union[_types_pb2.Reason, str]] = ..., fields: _Optional[_Iterable[_Union[FieldFigure, _Mapping]]] = ..., gpu_types: _Optional[_Iterable[str]] = ..., detail: _Optional[str] = ...) -> None: ...
 
 class Explanation(_message.Message):
-    __slots__ = ("claim_id", "state", "reason", "checks", "workers", "queue_position")
+    __slots__ = ("claim_id", "state", "reason", "checks", "workers", "queue_position", "worker", "devices_mdev", "gang_member", "gpu_types")
+    class DevicesMdevEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     CLAIM_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     CHECKS_FIELD_NUMBER: _ClassVar[int]
     WORKERS_FIELD_NUMBER: _ClassVar[int]
     QUEUE_POSITION_FIELD_NUMBER: _ClassVar[int]
+    WORKER_FIELD_NUMBER: _ClassVar[int]
+    DEVICES_MDEV_FIELD_NUMBER: _ClassVar[int]
+    GANG_MEMBER_FIELD_NUMBER: _ClassVar[int]
+    GPU_TYPES_FIELD_NUMBER: _ClassVar[int]
     claim_id: str
     state: _types_pb2.ClaimState
     reason: _types_pb2.Reason
     checks: _containers.RepeatedCompositeFieldContainer[EntitlementCheck]
     workers: _containers.RepeatedCompositeFieldContainer[WorkerExplanation]
     queue_position: int
-    def __init__(self, claim_id: _Optional[str] = ..., state: _Optional[_Union[_types_pb2.ClaimState, str]] = ..., reason: _Optional[_Union[_types_pb2.Reason, str]] = ..., checks: _Optional[_Iterable[_Union[EntitlementCheck, _Mapping]]] = ..., workers: _Optional[_Iterable[_Union[WorkerExplanation, _Mapping]]] = ..., queue_position: _Optional[int] = ...) -> None: ...
+    worker: str
+    devices_mdev: _containers.ScalarMap[str, int]
+    gang_member: str
+    gpu_types: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, claim_id: _Optional[str] = ..., state: _Optional[_Union[_types_pb2.ClaimState, str]] = ..., reason: _Optional[_Union[_types_pb2.Reason, str]] = ..., checks: _Optional[_Iterable[_Union[EntitlementCheck, _Mapping]]] = ..., workers: _Optional[_Iterable[_Union[WorkerExplanation, _Mapping]]] = ..., queue_position: _Optional[int] = ..., worker: _Optional[str] = ..., devices_mdev: _Optional[_Mapping[str, int]] = ..., gang_member: _Optional[str] = ..., gpu_types: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SplitsRequest(_message.Message):
     __slots__ = ("tenant", "since_ns", "device_id")

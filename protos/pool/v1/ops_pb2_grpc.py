@@ -94,6 +94,11 @@ class OperationsStub:
                 request_serializer=protos_dot_pool_dot_v1_dot_ops__pb2.RecordWitnessRequest.SerializeToString,
                 response_deserializer=protos_dot_pool_dot_v1_dot_ops__pb2.LedgerInfo.FromString,
                 _registered_method=True)
+        self.Cordon = channel.unary_unary(
+                '/pool.v1.Operations/Cordon',
+                request_serializer=protos_dot_pool_dot_v1_dot_ops__pb2.CordonRequest.SerializeToString,
+                response_deserializer=protos_dot_pool_dot_v1_dot_ops__pb2.WorkerStatus.FromString,
+                _registered_method=True)
 
 
 class OperationsServicer:
@@ -198,6 +203,19 @@ class OperationsServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Cordon(self, request, context):
+        """Cordon (cordoned = true) or uncordon a worker: a cordoned worker takes no
+        new claim (placement reason WORKER_CORDONED); the claims it holds run on.
+        Recorded as a `worker_cordoned` receipt, so it survives restarts and
+        re-registration. Draining is cordoning, then waiting until the worker's
+        claims are released (`poolctl workers drain --wait`): nothing is preempted.
+        Idempotent: cordoning a cordoned worker writes no receipt.
+        Errors: NOT_FOUND (UNKNOWN_WORKER), UNAVAILABLE (LEDGER_UNAVAILABLE).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_OperationsServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -255,6 +273,11 @@ def add_OperationsServicer_to_server(servicer, server):
                     servicer.RecordWitness,
                     request_deserializer=protos_dot_pool_dot_v1_dot_ops__pb2.RecordWitnessRequest.FromString,
                     response_serializer=protos_dot_pool_dot_v1_dot_ops__pb2.LedgerInfo.SerializeToString,
+            ),
+            'Cordon': grpc.unary_unary_rpc_method_handler(
+                    servicer.Cordon,
+                    request_deserializer=protos_dot_pool_dot_v1_dot_ops__pb2.CordonRequest.FromString,
+                    response_serializer=protos_dot_pool_dot_v1_dot_ops__pb2.WorkerStatus.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -559,6 +582,33 @@ class Operations:
             '/pool.v1.Operations/RecordWitness',
             protos_dot_pool_dot_v1_dot_ops__pb2.RecordWitnessRequest.SerializeToString,
             protos_dot_pool_dot_v1_dot_ops__pb2.LedgerInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Cordon(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pool.v1.Operations/Cordon',
+            protos_dot_pool_dot_v1_dot_ops__pb2.CordonRequest.SerializeToString,
+            protos_dot_pool_dot_v1_dot_ops__pb2.WorkerStatus.FromString,
             options,
             channel_credentials,
             insecure,

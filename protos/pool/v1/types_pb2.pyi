@@ -37,6 +37,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     UNKNOWN_PRINCIPAL: _ClassVar[ErrorCode]
     ROLE_NOT_ALLOWED: _ClassVar[ErrorCode]
     OUT_OF_SCOPE: _ClassVar[ErrorCode]
+    UNKNOWN_WORKER: _ClassVar[ErrorCode]
 
 class Placement(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -70,6 +71,7 @@ class Reason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     WORKER_HAS_EXCLUSIVE_TASK: _ClassVar[Reason]
     RESOURCE_RESERVATION_UNAVAILABLE: _ClassVar[Reason]
     WORKER_CONCURRENCY_REACHED: _ClassVar[Reason]
+    WORKER_CORDONED: _ClassVar[Reason]
 
 class IdleVerdict(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -127,6 +129,7 @@ NO_CLIENT_CERTIFICATE: ErrorCode
 UNKNOWN_PRINCIPAL: ErrorCode
 ROLE_NOT_ALLOWED: ErrorCode
 OUT_OF_SCOPE: ErrorCode
+UNKNOWN_WORKER: ErrorCode
 PLACEMENT_SHARED: Placement
 PLACEMENT_EXCLUSIVE: Placement
 CLAIM_STATE_UNSPECIFIED: ClaimState
@@ -151,6 +154,7 @@ EXCLUSIVE_WORKER_BUSY: Reason
 WORKER_HAS_EXCLUSIVE_TASK: Reason
 RESOURCE_RESERVATION_UNAVAILABLE: Reason
 WORKER_CONCURRENCY_REACHED: Reason
+WORKER_CORDONED: Reason
 IDLE_VERDICT_UNSPECIFIED: IdleVerdict
 NOTHING_HELD: IdleVerdict
 NO_VERDICT: IdleVerdict
