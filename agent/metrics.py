@@ -48,8 +48,9 @@ class AgentMetrics:
 
     def window(self, w: Window) -> None:
         self._child(self.windows, w.device_id).inc()
+        gaps = self._child(self.gaps, w.device_id)   # made on the first window, so a device shows 0 gaps, not none
         if w.uj is None:
-            self._child(self.gaps, w.device_id).inc()
+            gaps.inc()
             reason = (w.reason or GapReason.MeterError).name
             self._child(self.unaccounted, w.device_id, reason).inc((w.end_ns - w.start_ns) / NS_PER_S)
             return

@@ -139,14 +139,17 @@ def mean_uw(uj: int | None, duration_ns: int) -> int | None:
 
 
 def format_uj(uj: int | None) -> str:
-    """Human energy for tables: J, kJ or kWh. Display only; never parsed back."""
+    """Human energy for tables: J, kJ, MJ, then kWh from 1 kWh (3.6 MJ) up, three
+    decimals; below 1 J every digit down to the µJ, so a small figure is never
+    shown as 0.000 J. Display only; never parsed back."""
     if uj is None:
         return "—"
+    if uj < 1_000_000:
+        return f"{uj / 1_000_000:.6f}".rstrip("0").ljust(5, "0") + " J" if uj else "0 J"
     joules = uj / 1_000_000
-    if joules >= 3_600_000:
-        return f"{joules / 3_600_000:.3f} kWh"
-    if joules >= 1000:
-        return f"{joules / 1000:.3f} kJ"
+    for unit, size in (("kWh", 3_600_000), ("MJ", 1_000_000), ("kJ", 1000)):
+        if joules >= size:
+            return f"{joules / size:.3f} {unit}"
     return f"{joules:.3f} J"
 
 

@@ -33,10 +33,11 @@ from protos.energy import format_uj
 from protos.pool.v1 import claims_pb2, claims_pb2_grpc, ops_pb2, ops_pb2_grpc, types_pb2
 from scheduler.ctl import certs
 from scheduler.ctl.claims import render_claims
-from scheduler.ctl.ops import (render_explain, render_preemption, render_reclamation, render_split_totals,
-                               render_tenants, tenant_label)
+from scheduler.ctl import plots
+from scheduler.ctl.ops import (label_unallocated, render_explain, render_preemption, render_reclamation,
+                               render_split_totals, render_tenants)
 from scheduler.ctl.output import CtlError, add_output_flag, table
-from scheduler.ctl.wire import as_ctl_error, to_doc
+from scheduler.ctl.wire import as_ctl_error, grade_label, to_doc
 from scheduler.ledger import export, keys, witness
 from scheduler.ledger.verify import verify
 
@@ -80,7 +81,16 @@ def run(args: Any) -> int:
                   f"POOL_CA={pki / 'ca.pem'} POOL_CERT={pki / 'operator.pem'} POOL_KEY={pki / 'operator.key'} "
                   "poolctl claims", file=sys.stderr)
         else:
-            shutil.rmtree(workdir, ignore_errors=True)
+            _remove_all_but_plots(workdir)
+
+
+def _remove_all_but_plots(workdir: Path) -> None:
+    """The demo's directory goes, except the plots it said it wrote there."""
+    for path in workdir.iterdir():
+        if path.suffix != ".png":
+            shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+    if not any(workdir.iterdir()):
+        workdir.rmdir()
 
 
 def _address(workdir: Path) -> str:
@@ -301,7 +311,7 @@ key = "{self.pki / f'{AGENT_HOST}.key'}"
         self.show("Released: the measured actual replaces the 1 J hold (an overrun, flagged)", render_claims(released))
         estimate = to_doc(self.ops.Estimate(ops_pb2.EstimateRequest(work_class=STEP_CLASS)))
         self.say(f"\nDerived estimate for '{STEP_CLASS}': {format_uj(estimate['estimate_uj'])} "
-                 f"({estimate['grade']}: the largest of {estimate['eligible']} measured runs)")
+                 f"({grade_label(estimate['grade'])}: the largest of {estimate['eligible']} measured runs)")
         self.report["estimate"] = estimate
 
     def cross_tenant_refused(self) -> None:
@@ -372,6 +382,7 @@ key = "{self.pki / f'{AGENT_HOST}.key'}"
             if not seen or seen[-1] != verdict["verdict"]:
                 seen.append(verdict["verdict"])
                 self.show(f"Verdicts: nb-1 is {verdict['verdict']}", render_reclamation(order))
+            self.last_verdicts = order
             return verdict["verdict"] == "IDLE"
 
         if not self.gpus or any(g in KNOWN_THRESHOLDS_W for g in self.gpus):
@@ -383,12 +394,29 @@ key = "{self.pki / f'{AGENT_HOST}.key'}"
             self.say(f"No idle threshold is known for {', '.join(self.gpus)}: nothing is reclaimed (RULES §8).")
 
     def splits(self) -> None:
-        splits = to_doc(self.ops.Splits(ops_pb2.SplitsRequest()))
-        totals = {tenant_label(t["tenant"]): {"uj": t["uj"], "grade": t["grade"]} for t in splits["totals"]}
+        splits = label_unallocated(to_doc(self.ops.Splits(ops_pb2.SplitsRequest())))
+        totals = {t["tenant"]: {"uj": t["uj"], "grade": t["grade"]} for t in splits["totals"]}
         self.show("Per-tenant joule splits (every window of the device fully accounted)",
                   render_split_totals(splits["totals"]))
         self.say(f"({len(splits['rows'])} split rows; `poolctl splits` lists them by device and window)")
         self.report["splits"] = totals
+        self.plot(splits)
+
+    def plot(self, splits: dict) -> None:
+        """Both plots into the demo's directory (kept when the demo ends)."""
+        written = {}
+        try:
+            plots.splits(splits, str(self.dir / "splits.png"))
+            written["splits"] = str(self.dir / "splits.png")
+            verdicts = getattr(self, "last_verdicts", None)
+            if verdicts is not None:
+                plots.reclamation(verdicts, str(self.dir / "reclamation.png"))
+                written["reclamation"] = str(self.dir / "reclamation.png")
+        except CtlError as error:   # matplotlib missing: the demo goes on without pictures
+            self.say(f"\nNo plots: {error}")
+            return
+        self.say("\nPlots: " + ", ".join(f"{name} {path}" for name, path in written.items()))
+        self.report["plots"] = written
 
     def ledger(self) -> None:
         path = self.dir / "ledger.cbor"

@@ -1,9 +1,12 @@
 """poolctl's side of the wire: the channel to the scheduler, its errors, and
 protobuf messages turned into plain JSON documents.
 
-proto3's own JSON mapping prints 64-bit integers as strings and enums by their
-wire names; operators read µJ as numbers and grades as `HwShunt`, so this does
-its own walk of the descriptor instead.
+proto3's own JSON mapping prints 64-bit integers as strings; operators read
+µJ as numbers, so this does its own walk of the descriptor instead. Enums
+have one spelling in every JSON poolctl prints: the value's name in the
+.proto files (`ADMITTED`, `GRADE_HW_SHUNT`, `PLACEMENT_EXCLUSIVE`), as an
+independent client built from them reads it, and null for the *_UNSPECIFIED
+zero. Tables print grades as RULES names them (`HwShunt`).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from google.protobuf.message import Message
 
 from protos.energy import Grade
 from protos.failover import addresses
+from protos.pool.v1 import types_pb2
 from scheduler.ctl.failover import FailoverChannel
 from scheduler.ctl.output import EXIT_FAILED, EXIT_USAGE, CtlError, add_output_flag
 
@@ -95,9 +99,12 @@ def as_ctl_error(error: grpc.RpcError) -> CtlError:
     return CtlError(code, message, EXIT_FAILED)
 
 
+def grade_label(wire_name: str | None) -> str | None:
+    """A grade as tables print it: GRADE_HW_SHUNT -> HwShunt."""
+    return Grade(types_pb2.Grade.Value(wire_name)).name if wire_name else None
+
+
 def _enum_name(field: FieldDescriptor, number: int) -> str | None:
-    if field.enum_type.full_name == "pool.v1.Grade":
-        return Grade(number).name if number else None
     value = field.enum_type.values_by_number.get(number)
     if value is None or value.name.endswith("_UNSPECIFIED"):
         return None

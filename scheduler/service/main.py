@@ -132,15 +132,25 @@ class Scheduler:
         self.server = grpc.aio.server(interceptors=[self.authorizer])
         claims_pb2_grpc.add_ClaimsServicer_to_server(ClaimsServicer(self.engine), self.server)
         agent_pb2_grpc.add_AgentServiceServicer_to_server(self.agents, self.server)
-        ops_pb2_grpc.add_OperationsServicer_to_server(OperationsServicer(self.engine, self.agents), self.server)
+        operations = OperationsServicer(self.engine, self.agents)
+        ops_pb2_grpc.add_OperationsServicer_to_server(operations, self.server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         self.engine.on_event = self.metrics.count
         self.engine.on_refused = lambda code: self.metrics.refusals.labels(code).inc()
         self.engine.listen(lambda change: self.metrics.ledger_length.set(self.engine.writer.steward.length))
         self.metrics.watch_state(lambda: self.engine.committed.state, lambda: self.engine.committed.pending_reason,
                                  lambda: self.engine.observed)
+        self.metrics.watch_views(operations.verdicts, self._witness_lag)
         # a shared ledger: a leader and standbys (service/leader.py); SQLite is always its own leader
         self.leadership = Leadership(config, self.metrics) if config.ledger.store == "postgresql" else None
+
+    def _witness_lag(self) -> int | None:
+        """Receipts not yet covered by a witness statement (None before the ledger is open)."""
+        writer = self.engine.writer
+        if writer is None:
+            return None
+        info = writer.steward.info()
+        return info.length - info.witnessed_length
 
     async def _set_health(self, status: int) -> None:
         for service in SERVICES:

@@ -9,16 +9,21 @@ scrapes, so no decision pays for them.
 
 from __future__ import annotations
 
+import time
 from collections import Counter as Tally
 from collections.abc import Callable, Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from scheduler.kernel import ClaimAdmitted, ClaimRefused, ClusterState, Event, Reason
+from scheduler.kernel import ClaimAdmitted, ClaimRefused, ClaimVerdict, ClusterState, Event, IdleVerdict, Reason
 from scheduler.kernel.events import Settled
 from scheduler.service.observed import Observed
+
+
+NS_PER_S = 1_000_000_000
+WAIT_BUCKETS_S = (0.01, 0.1, 1, 10, 60, 300, 1800, 3600, 6 * 3600, 86400)
 
 
 class SchedulerMetrics:
@@ -40,11 +45,16 @@ class SchedulerMetrics:
                             registry=r)
         self.insecure = Gauge("pool_insecure_mode", "1 when serving plaintext with every caller an operator "
                               "([server] insecure = true)", registry=r)
+        self.admission_wait = Histogram("pool_admission_wait_seconds", "Time from submission to admission",
+                                        buckets=WAIT_BUCKETS_S, registry=r)
 
     def count(self, state: ClusterState, event: Event) -> None:
         """One committed event; `state` is one from the event on (a claim's hold never changes once admitted)."""
         if isinstance(event, ClaimAdmitted):
             self.admissions.inc()
+            submitted = before.claims[event.claim_id].submitted_ns
+            if submitted:
+                self.admission_wait.observe(max(0, event.at_ns - submitted) / NS_PER_S)
         elif isinstance(event, ClaimRefused):
             self.refusals.labels(event.reason.name).inc()
         elif isinstance(event, Settled):
@@ -55,6 +65,9 @@ class SchedulerMetrics:
     def watch_state(self, state: Callable[[], ClusterState], pending: Callable[[], dict[str, Reason]],
                     observed: Callable[[], Observed] | None = None) -> None:
         self.registry.register(_StateCollector(state, pending, observed))
+
+    def watch_views(self, verdicts: Callable[[], tuple[ClaimVerdict, ...]], witness_lag: Callable[[], int | None]) -> None:
+        self.registry.register(_ViewCollector(verdicts, witness_lag))
 
     def serve(self, address: str) -> None:
         host, _, port = address.rpartition(":")
@@ -74,11 +87,28 @@ class _StateCollector(Collector):
             for name in state.tree.order:
                 usage.add_metric([name], state.usage[name].total_uj)
                 guarantee.add_metric([name], state.tree.nodes[name].guarantee_uj)
+        borrowed = GaugeMetricFamily("pool_tenant_borrowed_uj", "Tenant (subtree) usage above its guarantee in µJ",
+                                     labels=["tenant"])
+        if state.tree is not None:
+            for name in state.tree.order:
+                borrowed.add_metric([name], max(0, state.usage[name].total_uj - state.tree.nodes[name].guarantee_uj))
         pending = GaugeMetricFamily("pool_pending_claims", "Pending claims by the reason they wait",
                                     labels=["reason"])
         for reason, n in sorted(Tally(r.name for r in self._pending().values()).items()):
             pending.add_metric([reason], n)
-        yield from (usage, guarantee, pending)
+        # the longest wait in the queue now (0 with nothing pending); time is read here, at the edge
+        now, oldest = time.time_ns(), 0
+        for _, _, claim_id in state.pending:
+            submitted = state.claims[claim_id].submitted_ns
+            if submitted:
+                oldest = max(oldest, now - submitted)
+        wait = GaugeMetricFamily("pool_pending_oldest_wait_seconds", "How long the longest-waiting pending claim has waited")
+        wait.add_metric([], oldest / NS_PER_S)
+        cordoned = GaugeMetricFamily("pool_worker_cordoned", "1 for a worker an operator cordoned, else 0",
+                                     labels=["worker"])
+        for worker_id in state.worker_ids:
+            cordoned.add_metric([worker_id], int(state.workers[worker_id].cordoned))
+        yield from (usage, guarantee, borrowed, pending, wait, cordoned)
         if self._observed is not None:
             yield from _loss(self._observed())
 
@@ -95,3 +125,24 @@ def _loss(observed: Observed) -> Iterator[CounterMetricFamily]:
     for host, n in sorted(observed.lost_windows.items()):
         lost.add_metric([host], n)
     yield from (unaccounted, lost)
+
+
+class _ViewCollector(Collector):
+    """Figures the operations API computes on demand: idle verdicts, witness lag."""
+
+    def __init__(self, verdicts: Callable[[], tuple[ClaimVerdict, ...]], witness_lag: Callable[[], int | None]) -> None:
+        self._verdicts, self._witness_lag = verdicts, witness_lag
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        verdicts = GaugeMetricFamily("pool_idle_verdicts", "Open admitted claims by idle verdict (RULES §8)",
+                                     labels=["verdict"])
+        tally = Tally(v.verdict.name for v in self._verdicts())
+        for verdict in IdleVerdict:
+            if verdict is not IdleVerdict.IDLE_VERDICT_UNSPECIFIED:
+                verdicts.add_metric([verdict.name], tally.get(verdict.name, 0))
+        yield verdicts
+        lag = self._witness_lag()
+        if lag is not None:
+            family = GaugeMetricFamily("pool_ledger_witness_lag", "Receipts beyond the last witnessed length")
+            family.add_metric([], lag)
+            yield family

@@ -101,6 +101,11 @@ class OperationsServicer(ops_pb2_grpc.OperationsServicer):
         plan = kernel.preemption_order(self.engine.committed.state, request.for_claim_id or None, time.time_ns())
         return convert.preemption(checked(plan))
 
+    def verdicts(self) -> tuple[kernel.ClaimVerdict, ...]:
+        """Every open admitted claim's idle verdict on the committed state (what the metrics show)."""
+        committed = self.engine.committed
+        return self._verdicts(committed.state, committed.length)
+
     def _verdicts(self, state: kernel.ClusterState, below: int) -> tuple[kernel.ClaimVerdict, ...]:
         """Idle verdicts on `state`, from the windows of receipts below seq `below`."""
         window = state.idle.window_ns

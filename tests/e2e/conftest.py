@@ -302,7 +302,7 @@ witness_keys = ["{self.witness_key.public.raw.hex()}"]
 
 class Agent:
     def __init__(self, workdir: Path, scheduler: Scheduler, host: str, speed: float, address: str = "",
-                 args: tuple = (), toml: str = "") -> None:
+                 args: tuple = (), toml: str = "", metrics: str = "") -> None:
         state = workdir / f"agent-{host}"
         config = workdir / f"agent-{host}.toml"
         scheduler.declare(host)
@@ -311,7 +311,7 @@ class Agent:
             cert, key = scheduler.pki.files(host)
             tls = f'[stream.tls]\nca = "{scheduler.pki.ca}"\ncert = "{cert}"\nkey = "{key}"\n'
         config.write_text(f'host_id = "{host}"\nscheduler = "{address or scheduler.address}"\nstate_dir = "{state}"\n'
-                          'log_level = "info"\n[metrics]\nlisten = ""\n[stream]\nbackoff_max_ms = 500\ndrain_ms = 30000\n'
+                          f'log_level = "info"\n[metrics]\nlisten = "{metrics}"\n[stream]\nbackoff_max_ms = 500\ndrain_ms = 30000\n'
                           + toml + "\n" + tls)
         self.log_path = workdir / f"agent-{host}.log"
         self.process = subprocess.Popen(
@@ -342,9 +342,9 @@ def cluster(tmp_path: Path) -> Iterator[Callable[..., Scheduler]]:
         return scheduler
 
     def agent(scheduler: Scheduler, host: str = "host-a", speed: float = 20.0, address: str = "",
-              args: tuple = (), toml: str = "") -> Agent:
+              args: tuple = (), toml: str = "", metrics: str = "") -> Agent:
         """`toml`: more agent.toml, appended (after its [stream] section)."""
-        a = Agent(tmp_path, scheduler, host, speed, address, args, toml)
+        a = Agent(tmp_path, scheduler, host, speed, address, args, toml, metrics)
         started.append(a)
         return a
 

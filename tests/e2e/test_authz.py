@@ -51,6 +51,9 @@ def _requests(method: str, claim: str, tenant: str, host: str) -> list:
         "Register": lambda: agent_pb2.RegisterRequest(host_id=host),
         "Stream": lambda: agent_pb2.AgentMessage(hello=agent_pb2.Hello(host_id=host)),
         "RecordWitness": lambda: ops_pb2.RecordWitnessRequest(witness_receipt=b"\x00"),
+        "Plan": lambda: claims_pb2.PlanRequest(claims=[claims_pb2.SubmitRequest(
+            claim_id=f"{claim}-plan", tenant=tenant, estimate_uj=5)]),
+        "Cordon": lambda: ops_pb2.CordonRequest(worker=host, cordoned=False),   # as it is: no receipt
     }
     m = METHODS[method]
     made = request.get(m.name) if m.containing_service.name != "Health" else None

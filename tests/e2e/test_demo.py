@@ -45,7 +45,7 @@ def restart_the_kept_scheduler(kept: Path) -> None:
 def check_outcomes(report: dict) -> None:
     assert report["mode"] == "replay"
     estimate = report["estimate"]
-    assert estimate["grade"] == "ModelBased" and estimate["estimate_uj"] > 0 and estimate["eligible"] == 2
+    assert estimate["grade"] == "GRADE_MODEL_BASED" and estimate["estimate_uj"] > 0 and estimate["eligible"] == 2
     assert report["gang"] == {"train-0": "ADMITTED", "train-1": "ADMITTED"}
     refused = report["cross_tenant"]   # adhoc's certificate releasing training's claim
     assert (refused["status"], refused["code"], refused["receipts_added"]) == ("PERMISSION_DENIED", "OUT_OF_SCOPE", 0)
@@ -54,7 +54,12 @@ def check_outcomes(report: dict) -> None:
     # r-2 did 2 units for the energy r-1 spent on 10: the worse cost per unit goes, and only it
     assert report["preemption"] == {"t-urgent": "ADMITTED", "r-1": "ADMITTED", "r-2": "PREEMPTED"}
     assert report["idle"]["verdicts_seen"][-1] == "IDLE" and report["idle"]["reclaimed"] == ["nb-1"]
-    assert {"research", "training"} <= set(report["splits"])
+    assert {"research", "training", "(unallocated)"} <= set(report["splits"])
+    # both plots stay in the demo's directory, which keeps nothing else
+    plots = [Path(p) for p in report["plots"].values()]
+    assert len(plots) == 2 and all(p.stat().st_size > 0 for p in plots)
+    assert {p.name for p in plots[0].parent.iterdir()} == {"splits.png", "reclamation.png"}
+    shutil.rmtree(plots[0].parent)
     assert all(v["uj"] > 0 for v in report["splits"].values())
     ledger = report["ledger"]
     assert ledger["valid"] and ledger["signatures_ok"] and ledger["chain_ok"]

@@ -131,4 +131,4 @@ def test_agent_windows_are_counted_once_across_a_scheduler_kill(cluster):
     splits = s.json("splits")
     assert sum(t["uj"] for t in splits["totals"]) == total
     job = s.json("claims")["claims"][0]
-    assert 0 < job["measured_uj"] < total and job["measured_grade"] == "ModelBased"
+    assert 0 < job["measured_uj"] < total and job["measured_grade"] == "GRADE_MODEL_BASED"

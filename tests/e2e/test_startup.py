@@ -3,6 +3,7 @@ does not verify, with one clear line; and health says NOT_SERVING until the
 ledger is replayed."""
 
 import sqlite3
+import json
 import subprocess
 import urllib.request
 
@@ -65,11 +66,11 @@ def test_watch_streams_state_changes(cluster):
     s.poolctl("submit", "w1", "--tenant", "alpha", "--estimate-uj", "10")
     watcher = subprocess.Popen([str(BIN / "poolctl"), "watch", "--claim", "w1", "--count", "2", "-o", "json",
                                 "--scheduler", s.address], stdout=subprocess.PIPE, text=True, env=s.env())
-    first = "".join(iter(watcher.stdout.readline, "}\n"))   # the current status comes first
+    first = watcher.stdout.readline()   # JSON Lines: the current status comes first, on one line
     s.poolctl("release", "w1")
     rest, _ = watcher.communicate(timeout=30)
     assert watcher.returncode == 0
-    assert '"state": "ADMITTED"' in first and '"state": "RELEASED"' in rest
+    assert json.loads(first)["status"]["state"] == "ADMITTED" and json.loads(rest)["status"]["state"] == "RELEASED"
 
 
 def test_metrics_report_admissions_refusals_usage_and_ledger(cluster):

@@ -19,9 +19,9 @@ def test_json_output_matches_the_contract():
                   "--share", "a=1", "--share", "b=1", "--share", "c=1", "-o", "json")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == {"total_uj": 1000, "shares": [
-        {"occupant": "a", "uj": 334, "grade": "ModelBased"},
-        {"occupant": "b", "uj": 333, "grade": "ModelBased"},
-        {"occupant": "c", "uj": 333, "grade": "ModelBased"},
+        {"occupant": "a", "uj": 334, "grade": "GRADE_MODEL_BASED"},
+        {"occupant": "b", "uj": 333, "grade": "GRADE_MODEL_BASED"},
+        {"occupant": "c", "uj": 333, "grade": "GRADE_MODEL_BASED"},
     ]}
 
 

@@ -175,6 +175,7 @@ class ClaimsServicer:
         the claims added), so a Submit of the same requests with nothing between
         gets the same outcome. Errors: exactly Submit's, for the first request
         that Submit would refuse.
+        Callers: operator, tenant. Scope: tenant: the tenant of every spec in claims is in the caller's subtrees.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

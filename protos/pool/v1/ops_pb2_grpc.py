@@ -211,6 +211,7 @@ class OperationsServicer:
         claims are released (`poolctl workers drain --wait`): nothing is preempted.
         Idempotent: cordoning a cordoned worker writes no receipt.
         Errors: NOT_FOUND (UNKNOWN_WORKER), UNAVAILABLE (LEDGER_UNAVAILABLE).
+        Callers: operator. Scope: none.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
