@@ -52,7 +52,8 @@ class SchedulerMetrics:
         """One committed event; `state` is one from the event on (a claim's hold never changes once admitted)."""
         if isinstance(event, ClaimAdmitted):
             self.admissions.inc()
-            submitted = before.claims[event.claim_id].submitted_ns
+            claim = state.claims.get(event.claim_id)   # its submission time never changes
+            submitted = claim.submitted_ns if claim is not None else 0
             if submitted:
                 self.admission_wait.observe(max(0, event.at_ns - submitted) / NS_PER_S)
         elif isinstance(event, ClaimRefused):
