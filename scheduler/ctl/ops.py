@@ -119,12 +119,18 @@ def _explain(args: Any) -> int:
 
 
 _DEVICE_STEPS = ("DEVICES_ENTITLEMENT_CHECK",)
+# the figures each check compares (the others are not part of it and print as —)
+_FIGURES = {"VALIDATE": ("hold",), "GANG_COMPLETE": (),
+            "DEVICES_ENTITLEMENT_CHECK": ("guarantee", "usage", "hold", "surplus", "limit"),
+            "ENERGY_OWN_PASS_CHECK": ("guarantee", "usage", "hold"), "ESTIMATOR_GRADE_CHECK": ("hold",),
+            "ENERGY_SURPLUS_PASS_CHECK": ("guarantee", "usage", "hold", "surplus", "limit"), "PLACEMENT_CHECK": ()}
 
 
 def _figure(check: dict, key: str) -> str | None:
-    """A check's figure in its unit: milli-devices for the devices check, else energy."""
+    """A check's figure in its unit (milli-devices for the devices check, else
+    energy); — for a check never evaluated or a figure it does not compare."""
     value = check[key]
-    if not check["evaluated"] or value is None:
+    if not check["evaluated"] or value is None or key not in _FIGURES.get(check["step"], (key,)):
         return None
     return f"{value} mdev" if check["step"] in _DEVICE_STEPS else format_uj(value)
 

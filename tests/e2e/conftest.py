@@ -282,6 +282,24 @@ witness_keys = ["{self.witness_key.public.raw.hex()}"]
                                                                     disk_mb=1 << 20, gpu_mdev=1000 * gpus))
         self.agents.Register(agent_pb2.RegisterRequest(host_id=host, capacity=capacity, devices=devices), timeout=10)
 
+    def stream(self, host: str, windows: list) -> None:
+        """Stream `windows` as host's agent would (Hello, one batch), until the
+        scheduler acknowledges them; the stream then closes."""
+        import threading
+        acked = threading.Event()
+
+        def messages():
+            yield agent_pb2.AgentMessage(hello=agent_pb2.Hello(host_id=host))
+            yield agent_pb2.AgentMessage(batch=agent_pb2.WindowBatch(windows=windows))
+            acked.wait(10)
+
+        responses = self.agents.Stream(messages(), timeout=10)
+        for answer in responses:
+            if answer.WhichOneof("body") == "ack":
+                break
+        acked.set()
+        responses.cancel()
+
     def log(self) -> str:
         return (self.dir / f"{self.name}.log").read_text()
 

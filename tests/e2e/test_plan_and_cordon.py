@@ -66,23 +66,10 @@ def test_plan_then_submit_gives_the_same_outcome(cluster):
 def meter(s, host: str, device: str, claim_id: str, uj: int) -> None:
     """One window of `device` charging `claim_id` `uj` (the rest unallocated), as its agent would stream it."""
     now = time.time_ns()
-    window = agent_pb2.Window(device_id=device, seq=1, start_ns=now - 1_000_000_000, end_ns=now, uj=2 * uj,
-                              grade=types_pb2.GRADE_HW_SHUNT, shares=[
-                                  types_pb2.Share(occupant=claim_id, uj=uj, grade=types_pb2.GRADE_MODEL_BASED),
-                                  types_pb2.Share(occupant="unallocated", uj=uj, grade=types_pb2.GRADE_MODEL_BASED)])
-    acked = threading.Event()
-
-    def messages():
-        yield agent_pb2.AgentMessage(hello=agent_pb2.Hello(host_id=host))
-        yield agent_pb2.AgentMessage(batch=agent_pb2.WindowBatch(windows=[window]))
-        acked.wait(10)
-
-    responses = s.agents.Stream(messages(), timeout=10)
-    for answer in responses:
-        if answer.WhichOneof("body") == "ack":
-            break
-    acked.set()
-    responses.cancel()
+    s.stream(host, [agent_pb2.Window(device_id=device, seq=1, start_ns=now - 1_000_000_000, end_ns=now, uj=2 * uj,
+                                     grade=types_pb2.GRADE_HW_SHUNT, shares=[
+        types_pb2.Share(occupant=claim_id, uj=uj, grade=types_pb2.GRADE_MODEL_BASED),
+        types_pb2.Share(occupant="unallocated", uj=uj, grade=types_pb2.GRADE_MODEL_BASED)])])
 
 
 def test_plan_of_a_gang_and_of_a_preemption_names_where_and_whom(cluster):
