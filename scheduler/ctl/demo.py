@@ -87,8 +87,10 @@ def run(args: Any) -> int:
 def _remove_all_but_plots(workdir: Path) -> None:
     """The demo's directory goes, except the plots it said it wrote there."""
     for path in workdir.iterdir():
-        if path.suffix != ".png":
-            shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        elif path.suffix != ".png":
+            path.unlink(missing_ok=True)
     if not any(workdir.iterdir()):
         workdir.rmdir()
 

@@ -285,19 +285,12 @@ witness_keys = ["{self.witness_key.public.raw.hex()}"]
     def stream(self, host: str, windows: list) -> None:
         """Stream `windows` as host's agent would (Hello, one batch), until the
         scheduler acknowledges them; the stream then closes."""
-        import threading
-        acked = threading.Event()
-
-        def messages():
-            yield agent_pb2.AgentMessage(hello=agent_pb2.Hello(host_id=host))
-            yield agent_pb2.AgentMessage(batch=agent_pb2.WindowBatch(windows=windows))
-            acked.wait(10)
-
-        responses = self.agents.Stream(messages(), timeout=10)
+        responses = self.agents.Stream([agent_pb2.AgentMessage(hello=agent_pb2.Hello(host_id=host)),
+                                        agent_pb2.AgentMessage(batch=agent_pb2.WindowBatch(windows=windows))],
+                                       timeout=10)
         for answer in responses:
             if answer.WhichOneof("body") == "ack":
                 break
-        acked.set()
         responses.cancel()
 
     def log(self) -> str:

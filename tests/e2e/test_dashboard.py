@@ -63,9 +63,9 @@ def metered(cluster):
     s.claims.Submit(claims_pb2.SubmitRequest(claim_id="waits", tenant="beta", estimate_uj=90_000_000_000),
                     timeout=10)
     s.poolctl("submit", "x", "--tenant", "nobody", "--estimate-uj", "1", check=False)   # a refusal, by code
-    s.register("gappy", gpus=1)   # a second host whose agent reports one second with no figure
+    s.register("w2", gpus=1)   # a second host whose agent reports one second with no figure
     now = time.time_ns()
-    s.stream("gappy", [agent_pb2.Window(device_id="gappy-gpu0", seq=1, start_ns=now - 1_000_000_000, end_ns=now,
+    s.stream("w2", [agent_pb2.Window(device_id="w2-gpu0", seq=1, start_ns=now - 1_000_000_000, end_ns=now,
                                         grade=types_pb2.GRADE_HW_SHUNT)])
     wait_for("metered windows", lambda: len(s.ops.Splits(ops_pb2.SplitsRequest(), timeout=5).rows) >= 12)
     s.claims.Release(claims_pb2.ReleaseRequest(claim_id="done"), timeout=10)
@@ -147,8 +147,7 @@ def test_a_plot_without_matplotlib_is_one_line(cluster, tmp_path):
     shadow = tmp_path / "shadow"
     (shadow / "matplotlib").mkdir(parents=True)
     (shadow / "matplotlib" / "__init__.py").write_text("raise ImportError('not installed')\n")
-    env = {**os.environ, "POOL_SCHEDULER": s.address,
-           "PYTHONPATH": os.pathsep.join([str(shadow), os.environ.get("PYTHONPATH", "")])}
+    env = {**s.env(), "PYTHONPATH": os.pathsep.join([str(shadow), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run([str(BIN / "poolctl"), "splits", "--plot", str(tmp_path / "x.png")], capture_output=True, text=True,
                           env=env, timeout=60)
     assert done.returncode == 2 and done.stderr.strip() == (

@@ -205,7 +205,7 @@ def test_watch_prints_a_header_then_time_kind_and_claim_per_line_or_json_lines(c
     assert header(text) == ["time", "event", "claim", "tenant", "state", "reason", "hold", "measured", "worker"]
     assert re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z\s+CURRENT\s+c1\s+alpha\s+ADMITTED", lines[1]), lines
     watcher = subprocess.Popen([str(BIN / "poolctl"), "watch", "--tenant", "alpha", "--count", "3", "-o", "json"],
-                               stdout=subprocess.PIPE, text=True, env={**os.environ, "POOL_SCHEDULER": s.address})
+                               stdout=subprocess.PIPE, text=True, env=s.env())
     first = json.loads(watcher.stdout.readline())
     assert first["kind"] == "EVENT_CURRENT" and first["status"]["claim_id"] == "c1"
     submit(s, "c2", "--tenant", "alpha", "--estimate-uj", "1000000")   # submitted and admitted in one commit
