@@ -6,7 +6,6 @@ asserts the table header and the JSON."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
