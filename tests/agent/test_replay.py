@@ -6,11 +6,15 @@ import csv
 import json
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from agent.meters.replay import ReplayMeter
+from agent.sampler import Sampler
+from agent.windows import Sequencer
 from protos.energy import Grade
 
 # fixtures/nvml-h200/README.md: phase → (counter delta µJ, mean W)
@@ -156,3 +160,27 @@ def test_a_trace_without_the_columns_is_refused(tmp_path):
     bad.write_text("time,energy\n1,2\n")
     with pytest.raises(TraceError, match="t_mono_ns"):
         load_trace(bad)
+
+
+def test_a_late_wake_makes_one_longer_window_and_loses_no_energy(kit):
+    """A host too busy to wake at a boundary (the agent stalled 2.5 windows)
+    closes one window at the reading it takes when it does wake: the missed
+    boundaries are merged, never made up (a counter cannot be read in the
+    past), so there are fewer windows, still tiled, summing exactly to the
+    counter delta they cover. This is why a real-time replay on a loaded
+    host may make fewer windows than the as-fast-as-possible reference."""
+    steady, _, steady_clock = kit.replay()
+    meter = ReplayMeter(kit.trace, 0.0)
+    clock, stalled_at = meter.clock, meter.rows[0].t_ns + 10_000_000_000
+    sleep_until = clock.sleep_until
+    clock.sleep_until = lambda t, stop: sleep_until(t + 2_500_000_000 if t == stalled_at else t, stop)
+    windows = []
+    Sampler([meter], clock, 1_000_000_000, Sequencer(), windows.extend, stall_ns=500_000_000,
+            end_ns=meter.end_ns).run(threading.Event())
+    assert len(windows) == len(steady) - 2
+    assert [w.seq for w in windows] == list(range(1, len(windows) + 1))
+    assert all(after.start_ns == before.end_ns for before, after in zip(windows, windows[1:]))
+    assert max(w.end_ns - w.start_ns for w in windows) >= 3_500_000_000   # the stall, in one window
+    first, last = windows[0].start_ns - clock.unix_offset_ns, windows[-1].end_ns - clock.unix_offset_ns
+    assert first == steady[0].start_ns - steady_clock.unix_offset_ns
+    assert sum(w.uj for w in windows) == _energy_at(meter, last) - _energy_at(meter, first)

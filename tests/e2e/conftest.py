@@ -314,7 +314,7 @@ witness_keys = ["{self.witness_key.public.raw.hex()}"]
 class Agent:
     def __init__(self, workdir: Path, scheduler: Scheduler, host: str, speed: float, address: str = "",
                  args: tuple = (), toml: str = "", metrics: str = "") -> None:
-        state = workdir / f"agent-{host}"
+        self.state = state = workdir / f"agent-{host}"   # its state_dir, the spool in it
         config = workdir / f"agent-{host}.toml"
         scheduler.declare(host)
         tls = ""

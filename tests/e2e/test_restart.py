@@ -4,6 +4,7 @@ acknowledged, and counts an agent's resent windows once (issue 6)."""
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import threading
 import time
@@ -104,6 +105,15 @@ def window_receipts(path) -> list[dict]:
             for w in zip(b.seq, b.start_ns, b.end_ns, b.uj)]
 
 
+def spooled(agent) -> tuple[int, int]:
+    """What a stopped agent's spool says: the windows it made (the highest seq
+    it handed out) and those still waiting there unacknowledged."""
+    with sqlite3.connect(agent.state / "spool.sqlite") as db:
+        made = db.execute("SELECT value FROM meta WHERE key = 'seq'").fetchone()[0]
+        left = db.execute("SELECT COUNT(*) FROM windows").fetchone()[0]
+    return made, left
+
+
 def reference_window_count() -> int:
     """The windows the agent makes of the whole trace when nothing interrupts it."""
     done = subprocess.run([str(BIN / "pool-agent"), "--replay", "bundled", "--replay-speed", "0", "--stdout"],
@@ -126,7 +136,11 @@ def test_agent_windows_are_counted_once_across_a_scheduler_kill(cluster):
     seqs = [w["seq"] for w in windows]
     assert seqs == list(range(1, len(seqs) + 1)), "each window once, none lost"
     assert all(a["end_ns"] == b["start_ns"] for a, b in zip(windows, windows[1:])), "windows chain, no overlap"
-    assert len(seqs) == reference_window_count()
+    made, left = spooled(agent)
+    assert (len(seqs), left) == (made, 0), "every window the agent made is counted, none left behind"
+    # a real-time replay on a busy host may merge boundaries it woke late for into one
+    # longer window (tests/agent/test_replay.py): never more windows than the reference
+    assert 0 < len(seqs) <= reference_window_count()
     total = sum(w["uj"] for w in windows if w["uj"] is not None)
     splits = s.json("splits")
     assert sum(t["uj"] for t in splits["totals"]) == total
