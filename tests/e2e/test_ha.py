@@ -26,7 +26,7 @@ from scheduler.service.observed import WINDOWS, windows_from_body
 import pgcluster
 
 from .conftest import J, free_port, wait_for
-from .test_restart import reference_window_count, snapshot
+from .test_restart import reference_window_count, snapshot, spooled
 
 
 @pytest.fixture
@@ -177,7 +177,9 @@ def test_failover_under_load_loses_nothing_acknowledged_and_counts_windows_once(
     assert all(claims[c] == "RELEASED" for c in load.released)
     seqs = counted_window_seqs(postgres_dsn)
     assert seqs == list(range(1, len(seqs) + 1)), "each window counted once, none lost"
-    assert len(seqs) == reference_window_count()
+    made, left = spooled(agent)   # a late wake merges boundaries (test_restart.py), so not the clock's count
+    assert (len(seqs), left) == (made, 0), "every window the agent made is counted, none left behind"
+    assert 0 < len(seqs) <= reference_window_count()
 
     live = snapshot(leader)
     standby.stop()
