@@ -248,7 +248,7 @@ class ClassStats:
 @quick_replace
 class ClusterState(NamedTuple):
     """The whole snapshot. Derived fields (usage, loads, free_index, gangs,
-    open_by_tenant, borrowed, worker_ids) are maintained by `apply` and equal `rebuild`'s result."""
+    open_by_tenant, borrowed, worker_ids, shapes) are maintained by `apply` and equal `rebuild`'s result."""
 
     tree: object | None = None  # TenantTree; typed loosely to keep imports one-way
     period_ns: int = 0          # 0: the period is "none" (lifetime)
@@ -273,6 +273,7 @@ class ClusterState(NamedTuple):
     open_by_tenant: PMap = PMap()  # tenant -> PMap admitted claim id -> its priority
     borrowed: PMap = PMap()      # admitted claim id -> True where it borrowed: reclaim's candidates
     worker_ids: tuple[str, ...] = ()  # sorted: explain lists every worker in id order without sorting
+    shapes: PMap = PMap()        # shape -> SortedSeq of pending keys: the queue's equivalence classes (shapes.py)
 
     def claim(self, claim_id: str) -> Claim | None:
         return self.claims.get(claim_id)

@@ -24,6 +24,7 @@ from .reasons import ClaimState
 from .freeindex import FreeIndex
 from .snapshot import Claim, ClassStats, ClusterState, DeviceShare, Worker, WorkerLoad
 from .sortedseq import SortedSeq
+from .shapes import index as shape_index, pending_key, with_claim
 from .tree import bump, load_tree, rollup
 
 
@@ -36,10 +37,6 @@ class EventError(ValueError):
 
 
 _NO_CLAIMS = PMap()  # a tenant's first open claim starts from this (maps are immutable: one is enough)
-
-
-def _pending_key(claim: Claim) -> tuple[int, int, str]:
-    return (-claim.spec.priority, claim.seq, claim.claim_id)
 
 
 def _claim(state: ClusterState, claim_id: str, *states: ClaimState) -> Claim:
@@ -57,7 +54,8 @@ def _without_pending(state: ClusterState, claim: Claim, edit: Edit | None) -> di
     if gang:
         members = tuple(m for m in gangs[gang] if m != claim.claim_id)
         gangs = gangs.set(gang, members, edit) if members else gangs.delete(gang, edit)
-    return {"pending": state.pending.remove(_pending_key(claim), edit), "gangs": gangs}
+    return {"pending": state.pending.remove(pending_key(claim), edit), "gangs": gangs,
+            "shapes": with_claim(state.shapes, claim, False, edit)}
 
 
 def _reserved(state: ClusterState, worker: Worker, claim: Claim, devices: tuple[DeviceShare, ...], sign: int,
@@ -135,7 +133,8 @@ def _submitted(state: ClusterState, e: ClaimSubmitted, edit: Edit | None) -> Clu
     if e.spec.gang_id:
         gangs = gangs.set(e.spec.gang_id, tuple(sorted((*gangs.get(e.spec.gang_id, ()), claim.claim_id))), edit)
     return state._replace(claims=state.claims.set(claim.claim_id, claim, edit),
-                          pending=state.pending.add(_pending_key(claim), edit), gangs=gangs,
+                          pending=state.pending.add(pending_key(claim), edit), gangs=gangs,
+                          shapes=with_claim(state.shapes, claim, True, edit),
                           next_seq=max(state.next_seq, e.seq + 1))
 
 
@@ -248,7 +247,7 @@ def rebuild(state: ClusterState) -> ClusterState:
     loads = {w: WorkerLoad(device_used=(0,) * len(worker.devices)) for w, worker in state.workers.items()}
     open_by_tenant: dict[str, dict] = {}
     borrowed: dict[str, bool] = {}
-    pending, gangs = [], {}
+    pending, gangs, waiting = [], {}, []
     for claim in state.claims.values():
         uj = mdev = 0
         if claim.state is ClaimState.ADMITTED:
@@ -261,7 +260,8 @@ def rebuild(state: ClusterState) -> ClusterState:
         elif claim.claim_id in state.settled:
             uj = claim.settled_uj
         elif claim.state is ClaimState.PENDING:
-            pending.append(_pending_key(claim))
+            pending.append(pending_key(claim))
+            waiting.append(claim)
             if claim.spec.gang_id:
                 gangs.setdefault(claim.spec.gang_id, []).append(claim.claim_id)
         if uj or mdev:
@@ -272,4 +272,5 @@ def rebuild(state: ClusterState) -> ClusterState:
     return state._replace(usage=usage, loads=PMap(loads), free_index=index,
                    gangs=PMap({g: tuple(sorted(m)) for g, m in gangs.items()}),
                    open_by_tenant=PMap({t: PMap(ids) for t, ids in open_by_tenant.items()}),
-                   pending=SortedSeq(pending), borrowed=PMap(borrowed), worker_ids=tuple(sorted(state.workers)))
+                   pending=SortedSeq(pending), borrowed=PMap(borrowed), worker_ids=tuple(sorted(state.workers)),
+                   shapes=shape_index(waiting))
