@@ -1,24 +1,41 @@
-"""The pending queue, walked: `schedule(state, now_ns)` decides every pending
-claim in order (priority descending, then submission sequence) and returns
-the events that carry the decisions out, a reason per claim, and the state
-they lead to. A claim that cannot be admitted does not block the ones behind
-it (best effort), and a gang is decided at its first member's place.
+"""The pending queue, judged. Two entries, one outcome:
 
-The states judged in the pass are the batch's (edit.py): evaluation only
-reads them, and the trial states of preemption and gangs are made without the
-Edit, so nothing in the pass sees a state after it has been edited further.
+- `schedule(state, now_ns)`, the full re-judge: every pending claim in queue
+  order (priority descending, then submission sequence), pass after pass
+  while a pass preempts. A claim that cannot be admitted does not block the
+  ones behind it (best effort), and a gang is decided at its first member's
+  place. It is the plain form, what start-up and the property tests use.
+- `decide(state, events, now_ns)`, the incremental one: `events` applied,
+  then only what they can make admissible judged. A decision leaves the queue
+  *settled* (re-judging it would admit nothing), so after a new claim only
+  that claim (or its gang) needs judging: a claim only consumes capacity. An
+  event that frees capacity re-judges the queue one shape at a time
+  (shapes.py): the first claim of each shape, and the next one only if that
+  one was admitted.
+
+Both return the events that carry the decisions out, a reason per claim
+judged, and the state they lead to. Why each pending claim waits is its
+verdict on the settled state, computed when asked (`PendingReasons`), which
+is what a full re-judge of that state gives.
+
+A decision runs as one edit batch (edit.py): evaluation only reads its
+states, and the trial states of preemption and gangs are made without the
+Edit, so nothing in it sees a state after it has been edited further.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from heapq import heapify, heappop, heappush
 
 from . import gangs
-from .admission import admit_events, evaluate
+from .admission import Evaluation, admit_events, evaluate
 from .edit import Edit
-from .events import ClaimRefused, Event, PeriodRolled
+from .events import ClaimRefused, ClaimSubmitted, Event, PeriodRolled, Preempted, Released
 from .reasons import ClaimState, Reason
-from .snapshot import ClusterState
+from .shapes import pending_key, shape_of
+from .snapshot import Claim, ClusterState
 from .transitions import apply
 
 # members read on every decision, bound once (reasons.py says why)
@@ -27,9 +44,9 @@ _PENDING, _ADMISSIBLE = ClaimState.PENDING, Reason.ADMISSIBLE
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    events: tuple[Event, ...]
-    reasons: tuple[tuple[str, Reason], ...]  # per pending claim considered, in queue order
-    state: ClusterState                      # == the fold of apply over `events`
+    events: tuple[Event, ...]                # what the decision adds (not the events it was given)
+    reasons: tuple[tuple[str, Reason], ...]  # per claim judged, its last verdict (in the order first judged)
+    state: ClusterState                      # == the fold of apply over the given events, then `events`
 
 
 def period_roll(state: ClusterState, now_ns: int) -> PeriodRolled | None:
@@ -41,41 +58,194 @@ def period_roll(state: ClusterState, now_ns: int) -> PeriodRolled | None:
     return PeriodRolled(index) if index > state.period_index else None
 
 
-def schedule(state: ClusterState, now_ns: int) -> Decision:
-    events: list[Event] = []
-    reasons: list[tuple[str, Reason]] = []
-    edit = Edit()  # the pass is one batch: its decisions are applied in place (edit.py)
+class _Batch:
+    """One decision's events and the state they lead to, applied in place."""
 
-    def emit(new: list[Event]) -> None:
-        nonlocal state
+    __slots__ = ("state", "events", "reasons", "edit", "now_ns", "preempted")
+
+    def __init__(self, state: ClusterState, now_ns: int) -> None:
+        self.state, self.now_ns, self.edit = state, now_ns, Edit()
+        self.events: list[Event] = []
+        self.reasons: list[tuple[str, Reason]] = []
+        self.preempted = False
+
+    def emit(self, new: Iterable[Event]) -> None:
         for event in new:
-            events.append(event)
-            state = apply(state, event, edit)
+            self.events.append(event)
+            self.preempted |= type(event) is Preempted
+            self.state = apply(self.state, event, self.edit)
 
-    roll = period_roll(state, now_ns)
-    if roll is not None:
-        emit([roll])
-    seen_gangs: set[str] = set()
-    for _, _, claim_id in state.pending:
-        claim = state.claims[claim_id]
-        gang_id = claim.spec.gang_id
-        if claim.state is not _PENDING or gang_id in seen_gangs:
-            continue  # decided with its gang
-        if not gang_id:
-            ev = evaluate(state, claim, now_ns, record=False)
-            reasons.append((claim_id, ev.reason))
-            if ev.reason is _ADMISSIBLE:
-                emit(admit_events(state, claim, ev, now_ns))
-            continue
-        seen_gangs.add(gang_id)
+    def roll(self) -> bool:
+        roll = period_roll(self.state, self.now_ns)
+        if roll is not None:
+            self.emit([roll])
+        return roll is not None
+
+    def judge_claim(self, claim: Claim) -> Evaluation:
+        """Decide one single pending claim; its evaluation."""
+        ev = evaluate(self.state, claim, self.now_ns, record=False)
+        self.reasons.append((claim.claim_id, ev.reason))
+        if ev.reason is _ADMISSIBLE:
+            self.emit(admit_events(self.state, claim, ev, self.now_ns))
+        return ev
+
+    def judge_gang(self, gang_id: str) -> None:
+        """Decide a gang whole (RULES §4): refused if it can never fit,
+        waiting while incomplete, else all admitted or none."""
+        state = self.state
         members = gangs.members(state, gang_id)
         if gangs.never_fits(state, members):
             reason = Reason.GANG_NEVER_FITS
-            emit([ClaimRefused(m.claim_id, reason, now_ns) for m in members])
-        elif not gangs.complete(state, gang_id, claim.spec.gang_size):
+            self.emit([ClaimRefused(m.claim_id, reason, self.now_ns) for m in members])
+        elif not gangs.complete(state, gang_id, members[0].spec.gang_size):
             reason = Reason.GANG_INCOMPLETE
         else:
-            reason, new, _ = gangs.decide_gang(state, members, now_ns)
-            emit(new)
-        reasons.extend((m.claim_id, reason) for m in members)
-    return Decision(tuple(events), tuple(reasons), state)
+            reason, new, _ = gangs.decide_gang(state, members, self.now_ns)
+            self.emit(new)
+        self.reasons.extend((m.claim_id, reason) for m in members)
+
+    def decision(self) -> Decision:
+        return Decision(tuple(self.events), tuple(dict(self.reasons).items()), self.state)
+
+
+def schedule(state: ClusterState, now_ns: int) -> Decision:
+    """The full re-judge. A pass that preempts may free more than its
+    claims needed, for claims it had already judged: then another pass."""
+    batch = _Batch(state, now_ns)
+    batch.roll()
+    while True:
+        batch.preempted = False
+        seen_gangs: set[str] = set()
+        for _, _, claim_id in batch.state.pending:
+            claim = batch.state.claims[claim_id]
+            gang_id = claim.spec.gang_id
+            if claim.state is not _PENDING or gang_id in seen_gangs:
+                continue  # decided with its gang
+            if gang_id:
+                seen_gangs.add(gang_id)
+                batch.judge_gang(gang_id)
+            else:
+                batch.judge_claim(claim)
+        if not batch.preempted:
+            return batch.decision()
+
+
+# What a given event leaves to judge: None for nothing. Anything not named
+# here (a release or preemption of an admitted claim, a reclamation, a
+# worker registering, growing, coming live or going, a configuration, a new
+# period, metering or progress, which change what preempting a claim frees
+# and in what order) re-judges every shape and gang.
+def _new_claim(state: ClusterState, e: ClaimSubmitted) -> tuple:
+    return ("gang", e.spec.gang_id) if e.spec.gang_id else ("shape", shape_of(e.spec))
+
+
+def _frees_nothing(state: ClusterState, e: Event) -> None:
+    return None
+
+
+def _withdrawn(state: ClusterState, e: Released) -> tuple | None:
+    """A pending claim withdrawn held nothing; an admitted one frees."""
+    return None if state.claims[e.claim_id].state is _PENDING else _EVERYTHING
+
+
+_EVERYTHING = ("everything",)
+_JUDGES: dict[type, Callable[[ClusterState, Event], tuple | None]] = {
+    ClaimSubmitted: _new_claim, ClaimRefused: _frees_nothing, Released: _withdrawn}
+
+
+def _head(state: ClusterState, ref: tuple) -> tuple | None:
+    """The queue key of a shape's first claim, or of a gang's first member."""
+    kind, name = ref
+    if kind == "shape":
+        keys = state.shapes.get(name)
+        return keys.first() if keys is not None else None
+    members = state.gangs.get(name)
+    return min(pending_key(state.claims[m]) for m in members) if members else None
+
+
+def _everything(state: ClusterState) -> list[tuple]:
+    return [*(("shape", s) for s in state.shapes), *(("gang", g) for g in state.gangs)]
+
+
+def decide(state: ClusterState, events: Iterable[Event], now_ns: int) -> Decision:
+    """`events` applied, then decided: what they can make admissible judged,
+    in queue order, as `schedule` would judge it on a settled queue. With no
+    events (start-up, a new period), everything is judged.
+
+    This is also the entry for "decide this new claim on this state": pass
+    its ClaimSubmitted and read the decision (a dry run discards it)."""
+    batch = _Batch(state, now_ns)
+    refs: set[tuple] = set()
+    given = False
+    for event in events:
+        given = True
+        judge = _JUDGES.get(type(event))
+        refs.add(_EVERYTHING if judge is None else judge(batch.state, event))
+        batch.state = apply(batch.state, event, batch.edit)
+    refs.discard(None)
+    if batch.roll() or not given or _EVERYTHING in refs:
+        refs = {_EVERYTHING}
+    todo = _everything(batch.state) if _EVERYTHING in refs else list(refs)
+    while todo:
+        _round(batch, todo)
+        todo = _everything(batch.state) if batch.preempted else []
+    return batch.decision()
+
+
+def _round(batch: _Batch, refs: list[tuple]) -> None:
+    """One pass over the given shapes and gangs, in queue order of their
+    first claims. A shape whose first claim is not admitted is done for the
+    round: the rest of it would be judged alike, and admissions only take
+    capacity. A preemption frees capacity, so after one every shape and gang
+    whose first claim is still ahead joins the pass (those behind wait for
+    the next round, as they wait for schedule's next pass)."""
+    batch.preempted = False
+    heap = [(head, ref) for ref in refs if (head := _head(batch.state, ref)) is not None]
+    heapify(heap)
+    queued = {ref for _, ref in heap}
+    while heap:
+        key, ref = heappop(heap)
+        queued.discard(ref)
+        if ref[0] == "gang":
+            batch.judge_gang(ref[1])
+            continue
+        ev = batch.judge_claim(batch.state.claims[key[2]])
+        if ev.reason is not _ADMISSIBLE:
+            continue
+        for other in (_everything(batch.state) if ev.victims else (ref,)):
+            if other not in queued and (head := _head(batch.state, other)) is not None and head > key:
+                heappush(heap, (head, other))
+                queued.add(other)
+
+
+class PendingReasons(Mapping):
+    """Why each pending claim of a settled state waits: its verdict on that
+    state, computed when first asked and kept (one evaluation per shape,
+    whatever the queue's depth)."""
+
+    def __init__(self, state: ClusterState, now_ns: int = 0) -> None:
+        self.state, self._now_ns = state, now_ns
+        self._by_shape: dict[tuple, Reason] = {}
+        self._by_gang: dict[str, Reason] = {}
+
+    def __getitem__(self, claim_id: str) -> Reason:
+        claim = self.state.claims.get(claim_id)
+        if claim is None or claim.state is not _PENDING:
+            raise KeyError(claim_id)
+        gang_id = claim.spec.gang_id
+        if gang_id:
+            if gang_id not in self._by_gang:
+                batch = _Batch(self.state, self._now_ns)
+                batch.judge_gang(gang_id)  # judged on a batch of its own, then discarded
+                self._by_gang[gang_id] = batch.reasons[0][1]
+            return self._by_gang[gang_id]
+        shape = shape_of(claim.spec)
+        if shape not in self._by_shape:
+            self._by_shape[shape] = evaluate(self.state, claim, self._now_ns, record=False).reason
+        return self._by_shape[shape]
+
+    def __iter__(self) -> Iterator[str]:
+        return (claim_id for _, _, claim_id in self.state.pending)
+
+    def __len__(self) -> int:
+        return len(self.state.pending)

@@ -121,7 +121,8 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
                 first.append(answer)
         decision = engine.preview(first, now, scratch) if first else None
         state = decision.state if decision else live
-        reasons = dict(decision.reasons) if decision else engine.pending_reason
+        # why a planned claim would wait: its verdict on the state the decision leaves, as Get would say
+        reasons = kernel.PendingReasons(state) if decision else engine.pending_reason
         answer = claims_pb2.PlanResponse()
         for claim_id in planned:
             claim = state.claims[claim_id]

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.kernel import (ClaimAdmitted, ClaimRefused, ClaimSubmitted, ClusterState, Decision, Event, Progress,
-                              Reason, apply, event_from_body, schedule)
+from scheduler.kernel import (ClaimAdmitted, ClaimRefused, ClaimSubmitted, ClusterState, Decision, Event,
+                              PendingReasons, Progress, Reason, apply, decide, event_from_body)
 from scheduler.kernel.events import Released, Settled
 from scheduler.kernel import checkpoint
 from scheduler.kernel.pmap import PMap
@@ -67,7 +67,7 @@ class Engine:
         self.waiting_for: str | None = None   # why start-up waits (a full ledger disk): NOT_READY says it
         self.not_leader: Callable[[], Any] | None = None   # on a standby: its NOT_LEADER refusal
         self.claim_seq = PMap()   # claim id -> the receipt that last changed its status
-        self.pending_reason: dict[str, Reason] = {}  # why each pending claim waits, as last decided
+        self._reasons = PendingReasons(self.state)  # why each pending claim waits, see pending_reason
         # worker -> the receipt that last changed its occupancy: the version pushed to its agent,
         # increasing across restarts because replay rebuilds it
         self.occupancy_seq = PMap()
@@ -81,6 +81,15 @@ class Engine:
         # claims are as it left them), each refused request by its code
         self.on_event: Callable[[ClusterState, Event], None] = lambda state, event: None
         self.on_refused: Callable[[str], None] = lambda code: None
+
+    @property
+    def pending_reason(self) -> Mapping[str, Reason]:
+        """Why each pending claim waits: its verdict on the current (settled)
+        state, what a full re-judge gives, computed when asked and kept until
+        the state changes."""
+        if self._reasons.state is not self.state:
+            self._reasons = PendingReasons(self.state)
+        return self._reasons
 
     # -- the one fold, live and at start-up ---------------------------------
 
@@ -287,19 +296,15 @@ class Engine:
         ones before it); otherwise `first` is applied here."""
         first = list(first)
         decision = self.preview(first, now_ns, state)
-        self.pending_reason = dict(decision.reasons)
         return await self.queue([(e.kind, e.to_body(), e) for e in (*first, *decision.events)], now_ns,
                                 result=decision.state)
 
     def preview(self, first: list[Event], now_ns: int, state: ClusterState | None = None) -> Decision:
-        """The decision `decide` would commit for `first` (already applied to
-        `state` when it is given), committing nothing: decide's own first
-        step, and what a dry run (Claims.Plan) answers."""
-        if state is None:
-            state = self.state
-            for event in first:
-                state = apply(state, event)
-        return schedule(state, now_ns)
+        """The decision `decide` would commit for `first`, committing nothing:
+        decide's own first step, and what a dry run (Claims.Plan) answers.
+        The kernel applies `first` to the engine's state itself, which is
+        what `state`, when given, already is."""
+        return decide(self.state, first, now_ns)
 
     def record_windows(self, worker: str, windows: Windows, now_ns: int) -> asyncio.Future[Change]:
         """Fold and queue a batch now; the future resolves once it is durable
