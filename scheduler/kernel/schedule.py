@@ -34,7 +34,7 @@ from .admission import Evaluation, admit_events, evaluate
 from .edit import Edit
 from .events import ClaimRefused, ClaimSubmitted, Event, PeriodRolled, Preempted, Released
 from .reasons import ClaimState, Reason
-from .shapes import pending_key, shape_of
+from .shapes import first_of, listed, pending_key, shape_of
 from .snapshot import Claim, ClusterState
 from .transitions import apply
 
@@ -157,14 +157,13 @@ def _head(state: ClusterState, ref: tuple) -> tuple | None:
     """The queue key of a shape's first claim, or of a gang's first member."""
     kind, name = ref
     if kind == "shape":
-        keys = state.shapes.get(name)
-        return keys.first() if keys is not None else None
+        return first_of(state.shapes, name)
     members = state.gangs.get(name)
     return min(pending_key(state.claims[m]) for m in members) if members else None
 
 
 def _everything(state: ClusterState) -> list[tuple]:
-    return [*(("shape", s) for s in state.shapes), *(("gang", g) for g in state.gangs)]
+    return [*(("shape", s) for s in listed(state.shapes)), *(("gang", g) for g in state.gangs)]
 
 
 def decide(state: ClusterState, events: Iterable[Event], now_ns: int) -> Decision:

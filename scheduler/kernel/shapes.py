@@ -6,22 +6,31 @@ order the queue. So when the first claim of a shape cannot be admitted, none
 behind it can either, and re-judging the queue costs one evaluation per
 shape, not one per pending claim (schedule.decide).
 
+The index is one sorted sequence of (shape, queue key) entries: a shape's
+claims sit together in queue order, its first claim is one bisect away, and
+the shapes are listed in one C-level walk. One sequence rather than a map of
+sequences, since it is changed on every admission: one block edit instead of
+a map lookup, a block edit and a map update.
+
 Gang members are not in a shape: a gang is judged whole, through `gangs`.
 """
 
 from __future__ import annotations
 
+from itertools import groupby
+from operator import itemgetter
+
 from .edit import Edit
-from .pmap import PMap
 from .snapshot import Claim, ClaimSpec
 from .sortedseq import SortedSeq
 
-_EMPTY = SortedSeq()
-
 
 def shape_of(spec: ClaimSpec) -> tuple:
-    """Everything a verdict reads of a claim spec, and nothing else."""
-    return (spec.tenant, spec.priority, spec.resources, spec.placement, spec.estimate_uj, spec.work_class)
+    """Everything a verdict reads of a claim spec, and nothing else; no
+    declared estimate sorts as -1 (estimates are never negative)."""
+    req = spec.resources
+    return (spec.tenant, spec.priority, spec.placement, -1 if spec.estimate_uj is None else spec.estimate_uj,
+            spec.work_class, req.cpu_millis, req.memory_mb, req.disk_mb, req.gpu_mdev, req.gpu_types)
 
 
 def pending_key(claim: Claim) -> tuple[int, int, str]:
@@ -29,22 +38,26 @@ def pending_key(claim: Claim) -> tuple[int, int, str]:
     return (-claim.spec.priority, claim.seq, claim.claim_id)
 
 
-def with_claim(shapes: PMap, claim: Claim, present: bool, edit: Edit | None) -> PMap:
-    """`shapes` with a single (non-gang) pending claim added or removed."""
+def with_claim(shapes: SortedSeq, claim: Claim, key: tuple, present: bool, edit: Edit | None) -> SortedSeq:
+    """`shapes` with a single (non-gang) pending claim, whose queue key is
+    `key`, added or removed."""
     if claim.spec.gang_id:
         return shapes
-    shape = shape_of(claim.spec)
-    old = shapes.get(shape, _EMPTY)
-    keys = old.add(pending_key(claim), edit) if present else old.remove(pending_key(claim), edit)
-    if keys is old and keys:
-        return shapes  # changed in place under the edit
-    return shapes.set(shape, keys, edit) if keys else shapes.delete(shape, edit)
+    entry = (shape_of(claim.spec), key)
+    return shapes.add(entry, edit) if present else shapes.remove(entry, edit)
 
 
-def index(claims) -> PMap:
+def first_of(shapes: SortedSeq, shape: tuple) -> tuple | None:
+    """The queue key of the shape's first pending claim, None when none waits."""
+    entry = shapes.ceiling((shape,))  # (shape,) sorts before every (shape, key)
+    return entry[1] if entry is not None and entry[0] == shape else None
+
+
+def listed(shapes: SortedSeq) -> list[tuple]:
+    """Every shape with a pending claim."""
+    return [shape for shape, _ in groupby(map(itemgetter(0), shapes))]
+
+
+def index(claims) -> SortedSeq:
     """The index from scratch, over pending claims (rebuild)."""
-    out: dict[tuple, list] = {}
-    for claim in claims:
-        if not claim.spec.gang_id:
-            out.setdefault(shape_of(claim.spec), []).append(pending_key(claim))
-    return PMap({shape: SortedSeq(keys) for shape, keys in out.items()})
+    return SortedSeq((shape_of(c.spec), pending_key(c)) for c in claims if not c.spec.gang_id)

@@ -273,7 +273,7 @@ class ClusterState(NamedTuple):
     open_by_tenant: PMap = PMap()  # tenant -> PMap admitted claim id -> its priority
     borrowed: PMap = PMap()      # admitted claim id -> True where it borrowed: reclaim's candidates
     worker_ids: tuple[str, ...] = ()  # sorted: explain lists every worker in id order without sorting
-    shapes: PMap = PMap()        # shape -> SortedSeq of pending keys: the queue's equivalence classes (shapes.py)
+    shapes: SortedSeq = SortedSeq()  # (shape, pending key) per single pending claim: the queue's equivalence classes
 
     def claim(self, claim_id: str) -> Claim | None:
         return self.claims.get(claim_id)

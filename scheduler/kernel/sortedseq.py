@@ -181,9 +181,13 @@ class SortedSeq:
         before = sum(len(block) for block in self._blocks[:i])
         return before + (bisect_left(self._blocks[i], key) if i < len(self._blocks) else 0)
 
-    def first(self) -> Any | None:
-        """The smallest key, None when empty."""
-        return self._blocks[0][0] if self._blocks else None
+    def ceiling(self, key: Any) -> Any | None:
+        """The smallest key not below `key`, None when there is none."""
+        i = bisect_left(self._maxes, key)
+        if i == len(self._blocks):
+            return None
+        block = self._blocks[i]
+        return block[bisect_left(block, key)]
 
     def __iter__(self) -> Iterator[Any]:
         return chain.from_iterable(self._blocks)

@@ -54,8 +54,9 @@ def _without_pending(state: ClusterState, claim: Claim, edit: Edit | None) -> di
     if gang:
         members = tuple(m for m in gangs[gang] if m != claim.claim_id)
         gangs = gangs.set(gang, members, edit) if members else gangs.delete(gang, edit)
-    return {"pending": state.pending.remove(pending_key(claim), edit), "gangs": gangs,
-            "shapes": with_claim(state.shapes, claim, False, edit)}
+    key = pending_key(claim)
+    return {"pending": state.pending.remove(key, edit), "gangs": gangs,
+            "shapes": with_claim(state.shapes, claim, key, False, edit)}
 
 
 def _reserved(state: ClusterState, worker: Worker, claim: Claim, devices: tuple[DeviceShare, ...], sign: int,
@@ -129,12 +130,13 @@ def _submitted(state: ClusterState, e: ClaimSubmitted, edit: Edit | None) -> Clu
     if e.spec.claim_id in state.claims:
         raise EventError(f"claim {e.spec.claim_id!r} submitted twice")
     claim = Claim(e.spec, e.seq, submitted_ns=e.at_ns)
+    key = pending_key(claim)
     gangs = state.gangs
     if e.spec.gang_id:
         gangs = gangs.set(e.spec.gang_id, tuple(sorted((*gangs.get(e.spec.gang_id, ()), claim.claim_id))), edit)
     return state._replace(claims=state.claims.set(claim.claim_id, claim, edit),
-                          pending=state.pending.add(pending_key(claim), edit), gangs=gangs,
-                          shapes=with_claim(state.shapes, claim, True, edit),
+                          pending=state.pending.add(key, edit), gangs=gangs,
+                          shapes=with_claim(state.shapes, claim, key, True, edit),
                           next_seq=max(state.next_seq, e.seq + 1))
 
 
