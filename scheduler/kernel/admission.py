@@ -9,7 +9,7 @@ EntitlementCheck with the figures behind it, which is what explain shows.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from protos.energy import MDEV_PER_DEVICE, Grade
@@ -241,8 +241,11 @@ def evaluate(state: ClusterState, claim: Claim, now_ns: int = 0, *, gang_ok: boo
 
     own_e = own_pass(tree, usage, spec.tenant, UJ, hold_uj, fast)
     if record:
-        checks.append(_check(CheckStep.ENERGY_OWN_PASS_CHECK, own_e, hold_uj, grade, Reason.ENERGY_OWN_PASS,
-                             "within its own guarantee" if own_e.ok else f"above the guarantee of {own_e.node!r}"))
+        # failing here is not the claim's reason: it goes on to borrow (ENERGY_OWN_PASS
+        # is for a claim within its own guarantee that cannot take back what is lent)
+        checks.append(_check(CheckStep.ENERGY_OWN_PASS_CHECK, own_e, hold_uj, grade, Reason.REASON_UNSPECIFIED,
+                             "within its own guarantee" if own_e.ok
+                             else f"above the guarantee of {own_e.node!r}: it must borrow"))
     borrowing = not (own_e.ok and own_d.ok)
     victims: Victims | None = None
     if fast:
@@ -286,6 +289,10 @@ def evaluate(state: ClusterState, claim: Claim, now_ns: int = 0, *, gang_ok: boo
             if victims is None:
                 return Evaluation(failure, _skipped(checks), hold_uj, grade)
             borrowing = False
+            if record:  # the check still failed, but preempting made room: it is not the reason
+                checks[-1] = replace(checks[-1], reason=Reason.REASON_UNSPECIFIED,
+                                     detail=f"{checks[-1].detail}; lower-priority claims of its tenant are "
+                                            "preempted to fit its own guarantee instead")
     return _placement(state, spec, hold_uj, grade, borrowing, victims, checks if record else None)
 
 

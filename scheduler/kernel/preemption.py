@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from typing import NamedTuple
-from functools import cmp_to_key
+from functools import cmp_to_key, reduce
 
 from protos.energy import Grade
 
@@ -98,7 +98,7 @@ def choose(state: ClusterState, candidates: Callable[[], list[Claim]],
     blocks; None (take nobody) if they cannot suffice. `blocked` is what
     blocks in `state` (the caller often knows it already); candidates are
     only listed when something blocks."""
-    taken: list[Claim] = []
+    start, taken = state, []
     for candidate in candidates() if blocked is not None else ():
         if blocked is None:
             break
@@ -108,4 +108,18 @@ def choose(state: ClusterState, candidates: Callable[[], list[Claim]],
             if _frees(blocked, now):
                 taken.append(candidate)
                 state, blocked = after, now
-    return Victims(tuple(taken), state) if blocked is None else None
+    if blocked is not None:
+        return None
+    return _spared(start, taken, blocking, remove) if len(taken) > 1 else Victims(tuple(taken), state)
+
+
+def _spared(start: ClusterState, taken: list[Claim], blocking: Callable[[ClusterState], Blocker | None],
+            remove: Callable[[ClusterState, Claim], ClusterState]) -> Victims:
+    """The victims less any the others make unnecessary, the last taken
+    spared first (the worst are kept): only as many as needed are taken."""
+    kept = list(taken)
+    for victim in reversed(taken):
+        rest = [v for v in kept if v is not victim]
+        if blocking(reduce(remove, rest, start)) is None:
+            kept = rest
+    return Victims(tuple(kept), reduce(remove, kept, start))
