@@ -171,6 +171,20 @@ def _check(step: CheckStep, fit: Fit, hold: int, grade: Grade | None, reason: Re
                             grade, detail, Reason.REASON_UNSPECIFIED if fit.ok else reason)
 
 
+def _devices_check(own: Fit, fit: Fit, mdev: int) -> EntitlementCheck:
+    """The devices step: `own` the own pass, `fit` what decided it (the own
+    pass, or the allowances when the claim borrows devices)."""
+    return _check(CheckStep.DEVICES_ENTITLEMENT_CHECK, fit, mdev, None, Reason.DEVICES_ENTITLEMENT,
+                  "milli-devices within guarantee" if own.ok else "milli-devices beyond guarantee: borrowed")
+
+
+def _own_energy_check(own: Fit, hold: int, grade: Grade) -> EntitlementCheck:
+    # failing here is not the claim's reason: it goes on to borrow (ENERGY_OWN_PASS
+    # is for a claim within its own guarantee that cannot take back what is lent)
+    return _check(CheckStep.ENERGY_OWN_PASS_CHECK, own, hold, grade, Reason.REASON_UNSPECIFIED,
+                  "within its own guarantee" if own.ok else f"above the guarantee of {own.node!r}: it must borrow")
+
+
 def _skipped(steps_done: list[EntitlementCheck]) -> tuple[EntitlementCheck, ...]:
     if not steps_done:
         return ()
@@ -227,30 +241,27 @@ def evaluate(state: ClusterState, claim: Claim, now_ns: int = 0, *, gang_ok: boo
         return Evaluation(Reason.GANG_INCOMPLETE, _skipped(checks), hold_uj, grade)
 
     mdev = spec.resources.gpu_mdev
-    fast = within_guarantees(tree, usage, spec.tenant, hold_uj, mdev)
-    if fast and not record:
-        return _placement(state, spec, hold_uj, grade, False, None, None)  # every check passes: the usual admission
-    own_d = own_pass(tree, usage, spec.tenant, MDEV, mdev, fast)
+    if within_guarantees(tree, usage, spec.tenant, hold_uj, mdev):
+        # every node on the path stays within its guarantee counting all its subtree
+        # uses: every entitlement check passes, nothing is borrowed, nobody preempted
+        if record:
+            own_d = own_pass(tree, usage, spec.tenant, MDEV, mdev)
+            checks += (_devices_check(own_d, own_d, mdev),
+                       _own_energy_check(own_pass(tree, usage, spec.tenant, UJ, hold_uj), hold_uj, grade))
+        return _placement(state, spec, hold_uj, grade, False, None, checks if record else None)
+    own_d = own_pass(tree, usage, spec.tenant, MDEV, mdev)
     dev = own_d if own_d.ok else total_fit(tree, usage, spec.tenant, MDEV, mdev, True)
     if record:
-        checks.append(_check(CheckStep.DEVICES_ENTITLEMENT_CHECK, dev, mdev, None, Reason.DEVICES_ENTITLEMENT,
-                             "milli-devices within guarantee" if own_d.ok
-                             else "milli-devices beyond guarantee: borrowed"))
+        checks.append(_devices_check(own_d, dev, mdev))
     if not dev.ok:
         return Evaluation(Reason.DEVICES_ENTITLEMENT, _skipped(checks), hold_uj, grade)
 
-    own_e = own_pass(tree, usage, spec.tenant, UJ, hold_uj, fast)
+    own_e = own_pass(tree, usage, spec.tenant, UJ, hold_uj)
     if record:
-        # failing here is not the claim's reason: it goes on to borrow (ENERGY_OWN_PASS
-        # is for a claim within its own guarantee that cannot take back what is lent)
-        checks.append(_check(CheckStep.ENERGY_OWN_PASS_CHECK, own_e, hold_uj, grade, Reason.REASON_UNSPECIFIED,
-                             "within its own guarantee" if own_e.ok
-                             else f"above the guarantee of {own_e.node!r}: it must borrow"))
+        checks.append(_own_energy_check(own_e, hold_uj, grade))
     borrowing = not (own_e.ok and own_d.ok)
     victims: Victims | None = None
-    if fast:
-        pass  # within every guarantee on the path: nothing to borrow, nobody to preempt
-    elif not borrowing:
+    if not borrowing:
         blocking = _own_fits(claim, hold_uj)
         victims = choose(state, lambda: reclaim_candidates(state, claim) if may_preempt else [],
                          blocking, _preempter(claim, now_ns), blocking(state))
@@ -281,11 +292,8 @@ def evaluate(state: ClusterState, claim: Claim, now_ns: int = 0, *, gang_ok: boo
             candidates = priority_candidates(state, claim) if may_preempt else []
             if not candidates:
                 return Evaluation(failure, _skipped(checks), hold_uj, grade)
-            # what blocks here is the first failing own pass, as _own_fits would find it
-            own = own_e if not own_e.ok else own_d
-            blocked = Blocker("own_pass", UJ if own is own_e else MDEV, own.node, own.usage)
-            victims = choose(state, lambda: candidates, _own_fits(claim, hold_uj), _preempter(claim, now_ns),
-                             blocked)
+            blocking = _own_fits(claim, hold_uj)
+            victims = choose(state, lambda: candidates, blocking, _preempter(claim, now_ns), blocking(state))
             if victims is None:
                 return Evaluation(failure, _skipped(checks), hold_uj, grade)
             borrowing = False

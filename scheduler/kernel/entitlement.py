@@ -19,6 +19,7 @@ from __future__ import annotations
 from functools import partial
 from typing import NamedTuple
 
+from .snapshot import NodeUsage
 from .tree import TenantTree, _held
 
 UJ, MDEV = "uj", "mdev"
@@ -38,11 +39,23 @@ class Fit(NamedTuple):
 # a Fit from all six fields, without NamedTuple's Python-level __new__ (several per decision)
 _fit = partial(tuple.__new__, Fit)
 
-# By dimension: which of tree.guarantees, then the NodeUsage field numbers of
-# direct, total and inner usage (a table, not a function: read four times
-# per waiting claim)
-_DIMS = {UJ: (0, 0, 1, 2), MDEV: (1, 4, 5, 6)}
-_LOCKED = 3
+class Dim(NamedTuple):
+    """Where one dimension's figures are: its row of `tree.guarantees`, and
+    the NodeUsage fields of its direct, total and within-guarantee usage, by
+    position (a tuple index is what the loops below read, per node)."""
+
+    guarantees: int
+    direct: int
+    total: int
+    inner: int
+
+
+def _dim(row: int, suffix: str) -> Dim:
+    field = NodeUsage._fields.index
+    return Dim(row, field(f"direct_{suffix}"), field(f"total_{suffix}"), field(f"inner_{suffix}"))
+
+
+_DIMS = {UJ: _dim(0, "uj"), MDEV: _dim(1, "mdev")}
 
 
 def within_guarantees(tree: TenantTree, usage, tenant: str, uj: int, mdev: int) -> bool:
@@ -57,13 +70,12 @@ def within_guarantees(tree: TenantTree, usage, tenant: str, uj: int, mdev: int) 
     return True
 
 
-def own_pass(tree: TenantTree, usage, tenant: str, dim: str, amount: int, known_ok: bool = False) -> Fit:
+def own_pass(tree: TenantTree, usage, tenant: str, dim: str, amount: int) -> Fit:
     """The first node on the path whose within-guarantee usage cannot take
-    `amount`; ok with the tenant's figures when none (or when the caller
-    already knows it fits)."""
-    which, _, _, inner = _DIMS[dim]
-    values, g = usage.values, tree.guarantees[which]
-    for at in () if known_ok else tree.at_path[tenant]:
+    `amount`; ok with the tenant's figures when none."""
+    d = _DIMS[dim]
+    values, g, inner = usage.values, tree.guarantees[d.guarantees], d.inner
+    for at in tree.at_path[tenant]:
         used = values[at][inner]
         if used + amount > g[at]:
             return _fit((False, tree.order[at], g[at], used, 0, None))
@@ -72,7 +84,7 @@ def own_pass(tree: TenantTree, usage, tenant: str, dim: str, amount: int, known_
 
 
 def _locked_at(tree: TenantTree, values, at: int) -> int:
-    return _held(tree.guarantees[0][at], tree.lend_limits[at], values[at][1])
+    return _held(tree.guarantees[0][at], tree.lend_limits[at], values[at].total_uj)
 
 
 def _pool_and_share(tree: TenantTree, values, parent: int, child: int, dim: str, amount: int, pool: int) -> int:
@@ -81,9 +93,8 @@ def _pool_and_share(tree: TenantTree, values, parent: int, child: int, dim: str,
     split by weight among the children above their guarantee, largest
     remainder first, ties to the smaller name (RULES §3; as protos.energy
     `split`, without building every share). One pass over the children."""
-    which, _, total, _ = _DIMS[dim]
-    g = tree.guarantees[which]
-    weights = tree.weights
+    d = _DIMS[dim]
+    g, total, weights = tree.guarantees[d.guarantees], d.total, tree.weights
     borrowers = []
     for k in tree.kids[parent]:
         used = values[k][total] + (amount if k == child else 0)
@@ -112,8 +123,8 @@ def total_fit(tree: TenantTree, usage, tenant: str, dim: str, amount: int, borro
     """Whether adding `amount` at `tenant` keeps every node on the path within
     guarantee + allowance; the first (topmost) node that would not, else ok."""
     path = tree.at_path[tenant]
-    which, direct, total, _ = _DIMS[dim]
-    values, g = usage.values, tree.guarantees[which]
+    d = _DIMS[dim]
+    values, g, direct, total = usage.values, tree.guarantees[d.guarantees], d.direct, d.total
     energy = dim == UJ
     allowance = 0
     for depth in range(len(path) - 1, -1, -1):
@@ -123,14 +134,14 @@ def total_fit(tree: TenantTree, usage, tenant: str, dim: str, amount: int, borro
         # claimant's own branch (its own guarantee is its to use)
         held = 0
         if energy:
-            held = values[at][_LOCKED] - (_locked_at(tree, values, child) if child is not None else 0)
+            held = values[at].locked_uj - (_locked_at(tree, values, child) if child is not None else 0)
         limit = tree.borrow_limits[at] if energy and depth < len(path) - 1 else None
         used = values[at][total]
         if used + amount + (held if borrowing else 0) - g[at] > allowance:
             return _fit((False, tree.order[at], g[at], used, allowance, limit))
         if child is None:
             return _fit((True, tree.order[at], g[at], used, allowance, limit))
-        child_held = values[child][_LOCKED] if energy and borrowing else 0
+        child_held = values[child].locked_uj if energy and borrowing else 0
         if values[child][total] + amount + child_held <= g[child]:
             allowance = 0  # the child does not go above its guarantee: no share needed
             continue

@@ -18,7 +18,7 @@ from scheduler.kernel.placement import pick_devices, place
 from scheduler.kernel.preemption import ordered
 from scheduler.kernel.snapshot import ClaimSpec, Device, Worker, WorkerLoad
 
-_SETTINGS = settings(max_examples=300, deadline=None)
+_SETTINGS = settings(max_examples=150, deadline=None)
 
 
 def _pending(state):
