@@ -25,6 +25,7 @@ from typing import NamedTuple
 from protos.energy import MDEV_PER_DEVICE, Grade, split
 
 from .admission import hold_for, settle
+from .entitlement import Fit  # the record, not the rule: the figures a check reports
 from .events import ClaimAdmitted, ClaimRefused, Event, Preempted
 from .reasons import ClaimState, Placement, Reason
 from .snapshot import Claim, ClaimSpec, ClusterState, DeviceShare, Worker
@@ -89,17 +90,6 @@ def rolled_up(tree: TenantTree, direct: dict[str, int], dim: str) -> dict[str, U
         return out[name]
     node(tree.root)
     return out
-
-
-class Fit(NamedTuple):
-    """A check's verdict and the figures behind it (as entitlement.Fit)."""
-
-    ok: bool
-    node: str
-    guarantee: int
-    usage: int
-    allowance: int = 0
-    limit: int | None = None
 
 
 def own_pass(tree: TenantTree, used: dict[str, Usage], tenant: str, dim: str, amount: int) -> Fit:

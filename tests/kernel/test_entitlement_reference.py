@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from strategies import trees
 
 from scheduler.kernel import reference
-from scheduler.kernel.entitlement import MDEV, UJ, Fit, own_pass, total_fit, within_guarantees
+from scheduler.kernel.entitlement import MDEV, UJ, own_pass, total_fit, within_guarantees
 from scheduler.kernel.tree import load_tree, rollup
 
 _REFERENCE_DIM = {UJ: reference.ENERGY, MDEV: reference.DEVICES}
@@ -32,8 +32,8 @@ def test_fits_equal_the_plain_definition(tenants, direct, uj, mdev):
         assert within_guarantees(tree, usage, tenant, uj, mdev) == within
         for dim, amount in ((UJ, uj), (MDEV, mdev)):
             ref_dim = _REFERENCE_DIM[dim]
-            assert own_pass(tree, usage, tenant, dim, amount) == Fit(
-                *reference.own_pass(tree, plain[dim], tenant, ref_dim, amount))
+            assert own_pass(tree, usage, tenant, dim, amount) == reference.own_pass(
+                tree, plain[dim], tenant, ref_dim, amount)
             for borrowing in (False, True):
-                assert total_fit(tree, usage, tenant, dim, amount, borrowing) == Fit(
-                    *reference.within_allowance(tree, plain[dim], tenant, ref_dim, amount, borrowing))
+                assert total_fit(tree, usage, tenant, dim, amount, borrowing) == reference.within_allowance(
+                    tree, plain[dim], tenant, ref_dim, amount, borrowing)

@@ -1,12 +1,13 @@
 """The per-worker verdict that explain and placement share (`reasoner`,
-which reads the request once) against the check order of RULES §5 written
-out plainly, devices picked for real."""
+which reads the request once) against the check order of RULES §5 as the
+plain reference (reference.py) writes it, and the devices it picks."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scheduler.kernel import reference
 from scheduler.kernel.placement import pick_devices, reasoner
 from scheduler.kernel.reasons import Placement, Reason
 from scheduler.kernel.snapshot import ClaimSpec, Device, Resources, Worker, WorkerLoad
@@ -34,48 +35,22 @@ specs = st.builds(lambda cpu, memory, disk, mdev, types, exclusive: ClaimSpec(
     st.lists(st.sampled_from(TYPES), max_size=2), st.booleans())
 
 
-def plain_reason(worker: Worker, load: WorkerLoad, spec: ClaimSpec) -> Reason:
-    req = spec.resources
-    if not worker.live or not set(req.gpu_types) <= {d.device_type for d in worker.devices}:
-        return Reason.WORKER_INELIGIBLE
-    if spec.placement is Placement.PLACEMENT_EXCLUSIVE and load.active:
-        return Reason.EXCLUSIVE_WORKER_BUSY
-    if load.exclusive:
-        return Reason.WORKER_HAS_EXCLUSIVE_TASK
-    if any(getattr(load, f) + getattr(req, f) > getattr(worker, f) for f in ("cpu_millis", "memory_mb", "disk_mb")) \
-            or pick_devices(worker, load, req) is None:
-        return Reason.RESOURCE_RESERVATION_UNAVAILABLE
-    if worker.max_concurrency and len(load.active) >= worker.max_concurrency:
-        return Reason.WORKER_CONCURRENCY_REACHED
-    return Reason.ADMISSIBLE
+def plain(worker: Worker, load: WorkerLoad) -> reference.Load:
+    """The load as the reference keeps it."""
+    used = load.device_used or (0,) * len(worker.devices)
+    return reference.Load(load.cpu_millis, load.memory_mb, load.disk_mb,
+                          {d.device_id: u for d, u in zip(worker.devices, used)}, len(load.active), load.exclusive)
 
 
 @settings(max_examples=300)
 @given(worker_and_load(), specs)
 def test_reasoner_follows_the_check_order(pair, spec):
     worker, load = pair
-    assert reasoner(spec)(worker, load) is plain_reason(worker, load, spec)
-
-
-def plain_devices(worker: Worker, load: WorkerLoad, req: Resources):
-    """RULES §5's device choice written out: a fraction takes the fitting
-    device with the least free mdev (then the lowest id), whole GPUs the
-    lowest-id wholly free devices; only devices of a requested type."""
-    if not req.gpu_mdev:
-        return ()
-    used = load.device_used or (0,) * len(worker.devices)
-    mine = [(1000 - u, d.device_id) for d, u in zip(worker.devices, used)
-            if not req.gpu_types or d.device_type in req.gpu_types]
-    if req.gpu_mdev < 1000:
-        fitting = sorted(pair for pair in mine if pair[0] >= req.gpu_mdev)
-        return ((fitting[0][1], req.gpu_mdev),) if fitting else None
-    free = sorted(device for free, device in mine if free == 1000)
-    wanted = req.gpu_mdev // 1000
-    return tuple((device, 1000) for device in free[:wanted]) if len(free) >= wanted else None
+    assert reasoner(spec)(worker, load) is reference.worker_reason(worker, plain(worker, load), spec)
 
 
 @settings(max_examples=300)
 @given(worker_and_load(), specs)
 def test_devices_are_picked_as_the_rule_says(pair, spec):
     worker, load = pair
-    assert pick_devices(worker, load, spec.resources) == plain_devices(worker, load, spec.resources)
+    assert pick_devices(worker, load, spec.resources) == reference.devices_for(worker, plain(worker, load), spec)

@@ -2,7 +2,8 @@
 (scheduler/kernel/reference.py), on random clusters driven by random
 operations: every decision, reason, placement and victim set of a full
 re-judge; `evaluate` with and without recording; `place()` against the
-linear best-fit scan; the victims against an exhaustive search."""
+linear best-fit scan (device picks: test_placement.py); the preemption
+order; the victims against an exhaustive search."""
 
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ from strategies import (base, contended_operations, contended_trees, drive, lent
                         operations, trees, undecided)
 
 from scheduler.kernel import Placement, Reason, Resources, evaluate, reference, schedule
-from scheduler.kernel.placement import pick_devices, place
+from scheduler.kernel.placement import place
 from scheduler.kernel.preemption import ordered
-from scheduler.kernel.snapshot import ClaimSpec, Device, Worker, WorkerLoad
+from scheduler.kernel.snapshot import ClaimSpec
 
 _SETTINGS = settings(max_examples=150, deadline=None)
 
@@ -117,14 +118,3 @@ def test_the_preemption_order_is_the_rulebook_key(cluster):
         admitted = reference.admitted(state)
         assert ordered(admitted) == sorted(admitted, key=reference.preemption_key)
 
-
-@_SETTINGS
-@given(st.lists(st.tuples(st.sampled_from(["H200", "A100"]), st.integers(0, 4).map(lambda q: 250 * q)),
-                min_size=0, max_size=4),
-       requests)
-def test_devices_are_picked_as_the_rulebook_says(devices, spec):
-    worker = Worker("w", 64000, 512000, 10**6, tuple(Device(f"w-gpu{i}", kind) for i, (kind, _) in enumerate(devices)))
-    used = tuple(mdev for _, mdev in devices)
-    plain = reference.Load(0, 0, 0, {f"w-gpu{i}": mdev for i, mdev in enumerate(used)}, 0, 0)
-    assert pick_devices(worker, WorkerLoad(device_used=used), spec.resources) == \
-        reference.devices_for(worker, plain, spec)
