@@ -7,17 +7,30 @@ write into it instead of copying it again. What existed before the batch is
 shared with older states and is still copied, so the state a batch starts
 from is never touched. The states *between* a batch's steps share its nodes
 and are not valid once the next step runs: only the batch's last state is.
-`schedule` runs its pass as one batch; trial states (preemption, gangs) are
-made without an Edit.
+A decision is one batch (schedule.py), open only while it applies its own
+events (`with edit: apply(...)`); evaluation and the trial states of
+preemption and gangs run outside it, so they copy as always.
+
+The batch is found by the structures themselves (`current()`, a context
+variable), never passed through the rules: `apply` and its handlers read as
+if every change copied, and the one speed trick lives in pmap.py,
+sortedseq.py, freeindex.py and tree.Rollup.
 """
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import Any
+
+# The batch open here: `OPEN.set(edit)` opens one (returning the token that
+# `OPEN.reset` closes it with; `with edit:` does both), `current()` is it or
+# None, read by every persistent-structure change
+OPEN: ContextVar[Edit | None] = ContextVar("pool_edit_batch", default=None)
+current = OPEN.get
 
 
 class Edit:
-    __slots__ = ("owned",)
+    __slots__ = ("owned", "_token")
 
     def __init__(self) -> None:
         # id -> node for every node made in this batch; holding the node keeps
@@ -27,3 +40,10 @@ class Edit:
     def own(self, node: Any) -> Any:
         self.owned[id(node)] = node
         return node
+
+    def __enter__(self) -> Edit:
+        self._token = OPEN.set(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        OPEN.reset(self._token)

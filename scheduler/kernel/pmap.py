@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from .edit import Edit
+from .edit import Edit, current
 
 _BITS = 5
 _MASK = (1 << _BITS) - 1
@@ -188,6 +188,10 @@ class PMap(Mapping):
         return out
 
     def set(self, key: Any, value: Any, edit: Edit | None = None) -> PMap:
+        """A map with `key` set; in place where the edit batch (the one
+        given, else the one open, edit.current) made the nodes."""
+        if edit is None:
+            edit = current()
         if edit is None:
             root, added = _set(self._root, hash(key), 0, key, value, None)
             return PMap._make(root, self._len + added)
@@ -208,6 +212,8 @@ class PMap(Mapping):
         return self._edited(root, self._len + added, edit)
 
     def delete(self, key: Any, edit: Edit | None = None) -> PMap:
+        if edit is None:
+            edit = current()
         if key not in self:
             raise KeyError(key)
         root = _delete(self._root, hash(key), 0, key, edit and edit.owned) or _Leaf()

@@ -18,9 +18,10 @@ judged, and the state they lead to. Why each pending claim waits is its
 verdict on the settled state, computed when asked (`PendingReasons`), which
 is what a full re-judge of that state gives.
 
-A decision runs as one edit batch (edit.py): evaluation only reads its
-states, and the trial states of preemption and gangs are made without the
-Edit, so nothing in it sees a state after it has been edited further.
+A decision is one edit batch (edit.py), open only while the decision
+applies its own events: evaluation only reads its states, and the trial
+states of preemption and gangs are made outside the batch, so nothing in it
+sees a state after it has been edited further.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from heapq import heapify, heappop, heappush
 
 from . import gangs
 from .admission import Evaluation, admit_events, evaluate
+from . import edit
 from .edit import Edit
 from .events import ClaimRefused, ClaimSubmitted, Event, PeriodRolled, Preempted, Released
 from .reasons import ClaimState, Reason
@@ -73,7 +75,16 @@ class _Batch:
         for event in new:
             self.events.append(event)
             self.preempted |= type(event) is Preempted
-            self.state = apply(self.state, event, self.edit)
+            self.apply(event)
+
+    def apply(self, event: Event) -> None:
+        """The state after `event`, made in place where this batch made it:
+        the batch is open only here, so judging and trials copy as always."""
+        token = edit.OPEN.set(self.edit)  # `with self.edit`, without two Python calls per event
+        try:
+            self.state = apply(self.state, event)
+        finally:
+            edit.OPEN.reset(token)
 
     def roll(self) -> bool:
         roll = period_roll(self.state, self.now_ns)
@@ -180,7 +191,7 @@ def decide(state: ClusterState, events: Iterable[Event], now_ns: int) -> Decisio
         given = True
         judge = _JUDGES.get(type(event))
         refs.add(_EVERYTHING if judge is None else judge(batch.state, event))
-        batch.state = apply(batch.state, event, batch.edit)
+        batch.apply(event)
     refs.discard(None)
     if batch.roll() or not given or _EVERYTHING in refs:
         refs = {_EVERYTHING}

@@ -20,7 +20,6 @@ from __future__ import annotations
 from itertools import groupby
 from operator import itemgetter
 
-from .edit import Edit
 from .snapshot import Claim, ClaimSpec
 from .sortedseq import SortedSeq
 
@@ -38,13 +37,13 @@ def pending_key(claim: Claim) -> tuple[int, int, str]:
     return (-claim.spec.priority, claim.seq, claim.claim_id)
 
 
-def with_claim(shapes: SortedSeq, claim: Claim, key: tuple, present: bool, edit: Edit | None) -> SortedSeq:
+def with_claim(shapes: SortedSeq, claim: Claim, key: tuple, present: bool) -> SortedSeq:
     """`shapes` with a single (non-gang) pending claim, whose queue key is
     `key`, added or removed."""
     if claim.spec.gang_id:
         return shapes
     entry = (shape_of(claim.spec), key)
-    return shapes.add(entry, edit) if present else shapes.remove(entry, edit)
+    return shapes.add(entry) if present else shapes.remove(entry)
 
 
 def first_of(shapes: SortedSeq, shape: tuple) -> tuple | None:

@@ -5,7 +5,8 @@ index cost a block copy per event instead of a copy of every entry.
 Keys live in sorted blocks of at most 2 × _BLOCK; `_maxes` holds each block's
 last key, so finding a key is two bisects. Two sequences with the same keys
 are equal whatever their block boundaries (incremental vs rebuilt). Under an
-Edit (edit.py) the blocks are lists changed in place.
+Edit (edit.py: the one given, else the batch open) the blocks are lists
+changed in place.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from itertools import chain
 from typing import Any
 
-from .edit import Edit
+from .edit import Edit, current
 
 _BLOCK = 64
 
@@ -54,6 +55,8 @@ class SortedSeq:
         return min(bisect_left(self._maxes, key), len(self._blocks) - 1)
 
     def add(self, key: Any, edit: Edit | None = None) -> SortedSeq:
+        if edit is None:
+            edit = current()
         if edit is not None:
             return self._writable(edit)._insert(key, edit)
         blocks = self._blocks
@@ -69,6 +72,8 @@ class SortedSeq:
         return i, (*block[:j], *block[j + 1:])
 
     def remove(self, key: Any, edit: Edit | None = None) -> SortedSeq:
+        if edit is None:
+            edit = current()
         if edit is not None:
             return self._writable(edit)._pop(key, edit)
         i, shrunk = self._shrunk(key)
@@ -80,6 +85,8 @@ class SortedSeq:
         moving a little), one block is copied instead of two."""
         if old == new:
             return self
+        if edit is None:
+            edit = current()
         if edit is not None:
             return self._writable(edit)._move(old, new, edit)
         if old is None:

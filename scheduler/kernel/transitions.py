@@ -14,7 +14,6 @@ from dataclasses import replace
 
 from protos.energy import Grade, worst
 
-from .edit import Edit
 from .events import (ClaimAdmitted, ClaimRefused, ClaimSubmitted, ConfigApplied, Event, Metered,
                      PeriodRolled, Preempted, Progress, Reclaimed, Released, Settled, WorkerCordoned,
                      WorkerLiveness, WorkerRegistered)
@@ -48,39 +47,38 @@ def _claim(state: ClusterState, claim_id: str, *states: ClaimState) -> Claim:
     return claim
 
 
-def _without_pending(state: ClusterState, claim: Claim, edit: Edit | None) -> dict:
+def _without_pending(state: ClusterState, claim: Claim) -> dict:
     gangs = state.gangs
     gang = claim.spec.gang_id
     if gang:
         members = tuple(m for m in gangs[gang] if m != claim.claim_id)
-        gangs = gangs.set(gang, members, edit) if members else gangs.delete(gang, edit)
+        gangs = gangs.set(gang, members) if members else gangs.delete(gang)
     key = pending_key(claim)
-    return {"pending": state.pending.remove(key, edit), "gangs": gangs,
-            "shapes": with_claim(state.shapes, claim, key, False, edit)}
+    return {"pending": state.pending.remove(key), "gangs": gangs,
+            "shapes": with_claim(state.shapes, claim, key, False)}
 
 
-def _reserved(state: ClusterState, worker: Worker, claim: Claim, devices: tuple[DeviceShare, ...], sign: int,
-              edit: Edit | None) -> dict:
+def _reserved(state: ClusterState, worker: Worker, claim: Claim, devices: tuple[DeviceShare, ...], sign: int) -> dict:
     """Loads and free index with the claim's reservation on `worker` added
     (sign 1) or removed (-1): each map read once, as this runs on every
     admission and settlement."""
     old = state.loads[worker.worker_id]
     load = adjust(worker, old, claim.claim_id, claim.spec, devices, sign)
     keys = (free_key(worker, old), free_key(worker, load)) if worker.placeable else (None, None)
-    return {"loads": state.loads.set(worker.worker_id, load, edit), "free_index": state.free_index.replace(*keys, edit)}
+    return {"loads": state.loads.set(worker.worker_id, load), "free_index": state.free_index.replace(*keys)}
 
 
-def _open_set(state: ClusterState, claim: Claim, present: bool, edit: Edit | None) -> PMap:
+def _open_set(state: ClusterState, claim: Claim, present: bool) -> PMap:
     tenant = claim.tenant
     old = state.open_by_tenant.get(tenant)
-    ids = (old or _NO_CLAIMS).set(claim.claim_id, claim.spec.priority, edit) if present else old.delete(
-        claim.claim_id, edit)
+    ids = (old or _NO_CLAIMS).set(claim.claim_id, claim.spec.priority) if present else old.delete(
+        claim.claim_id)
     if ids is old and ids:
         return state.open_by_tenant  # changed in place under the edit
-    return state.open_by_tenant.set(tenant, ids, edit) if ids else state.open_by_tenant.delete(tenant, edit)
+    return state.open_by_tenant.set(tenant, ids) if ids else state.open_by_tenant.delete(tenant)
 
 
-def _config(state: ClusterState, e: ConfigApplied, edit: Edit | None) -> ClusterState:
+def _config(state: ClusterState, e: ConfigApplied) -> ClusterState:
     tree = load_tree(e.tenants)
     for claim in state.claims.values():
         if claim.state in (ClaimState.PENDING, ClaimState.ADMITTED) and claim.tenant not in tree.nodes:
@@ -90,57 +88,57 @@ def _config(state: ClusterState, e: ConfigApplied, edit: Edit | None) -> Cluster
                            idle=e.idle, config_digest=e.digest))
 
 
-def _registered(state: ClusterState, e: WorkerRegistered, edit: Edit | None) -> ClusterState:
+def _registered(state: ClusterState, e: WorkerRegistered) -> ClusterState:
     old = state.workers.get(e.worker.worker_id)
     # a cordon is the operator's, not the agent's: a re-registration keeps it
-    return _worker_changed(state, replace(e.worker, cordoned=old is not None and old.cordoned), old, edit)
+    return _worker_changed(state, replace(e.worker, cordoned=old is not None and old.cordoned), old)
 
 
-def _worker_changed(state: ClusterState, worker: Worker, old: Worker | None, edit: Edit | None) -> ClusterState:
+def _worker_changed(state: ClusterState, worker: Worker, old: Worker | None) -> ClusterState:
     worker = replace(worker, devices=tuple(sorted(worker.devices, key=lambda d: d.device_id)))
     old_key = free_key(old, state.loads[old.worker_id]) if old is not None and old.placeable else None
     load = WorkerLoad(device_used=(0,) * len(worker.devices))
     for claim_id in (state.loads[worker.worker_id].active if old is not None else ()):
         claim = state.claims[claim_id]
         load = adjust(worker, load, claim_id, claim.spec, claim.devices, 1)
-    index = state.free_index.replace(old_key, free_key(worker, load) if worker.placeable else None, edit)
+    index = state.free_index.replace(old_key, free_key(worker, load) if worker.placeable else None)
     ids = state.worker_ids
     if old is None:
         at = bisect_left(ids, worker.worker_id)
         ids = (*ids[:at], worker.worker_id, *ids[at:])
-    return state._replace(workers=state.workers.set(worker.worker_id, worker, edit),
-                   loads=state.loads.set(worker.worker_id, load, edit), free_index=index, worker_ids=ids)
+    return state._replace(workers=state.workers.set(worker.worker_id, worker),
+                   loads=state.loads.set(worker.worker_id, load), free_index=index, worker_ids=ids)
 
 
-def _liveness(state: ClusterState, e: WorkerLiveness, edit: Edit | None) -> ClusterState:
+def _liveness(state: ClusterState, e: WorkerLiveness) -> ClusterState:
     old = state.workers.get(e.worker_id)
     if old is None:
         raise EventError(f"unknown worker {e.worker_id!r}")
-    return _worker_changed(state, replace(old, live=e.live), old, edit)
+    return _worker_changed(state, replace(old, live=e.live), old)
 
 
-def _cordoned(state: ClusterState, e: WorkerCordoned, edit: Edit | None) -> ClusterState:
+def _cordoned(state: ClusterState, e: WorkerCordoned) -> ClusterState:
     old = state.workers.get(e.worker_id)
     if old is None:
         raise EventError(f"unknown worker {e.worker_id!r}")
-    return _worker_changed(state, replace(old, cordoned=e.cordoned), old, edit)
+    return _worker_changed(state, replace(old, cordoned=e.cordoned), old)
 
 
-def _submitted(state: ClusterState, e: ClaimSubmitted, edit: Edit | None) -> ClusterState:
+def _submitted(state: ClusterState, e: ClaimSubmitted) -> ClusterState:
     if e.spec.claim_id in state.claims:
         raise EventError(f"claim {e.spec.claim_id!r} submitted twice")
     claim = Claim(e.spec, e.seq, submitted_ns=e.at_ns)
     key = pending_key(claim)
     gangs = state.gangs
     if e.spec.gang_id:
-        gangs = gangs.set(e.spec.gang_id, tuple(sorted((*gangs.get(e.spec.gang_id, ()), claim.claim_id))), edit)
-    return state._replace(claims=state.claims.set(claim.claim_id, claim, edit),
-                          pending=state.pending.add(key, edit), gangs=gangs,
-                          shapes=with_claim(state.shapes, claim, key, True, edit),
+        gangs = gangs.set(e.spec.gang_id, tuple(sorted((*gangs.get(e.spec.gang_id, ()), claim.claim_id))))
+    return state._replace(claims=state.claims.set(claim.claim_id, claim),
+                          pending=state.pending.add(key), gangs=gangs,
+                          shapes=with_claim(state.shapes, claim, key, True),
                           next_seq=max(state.next_seq, e.seq + 1))
 
 
-def _admitted(state: ClusterState, e: ClaimAdmitted, edit: Edit | None) -> ClusterState:
+def _admitted(state: ClusterState, e: ClaimAdmitted) -> ClusterState:
     claim = _claim(state, e.claim_id, _PENDING)
     worker = state.workers.get(e.worker)
     if worker is None:
@@ -148,23 +146,22 @@ def _admitted(state: ClusterState, e: ClaimAdmitted, edit: Edit | None) -> Clust
     admitted = claim._replace(state=_ADMITTED, hold_uj=e.hold_uj, hold_grade=e.hold_grade,
                        worker=e.worker, devices=e.devices, borrowed=e.borrowed, admitted_seq=e.admitted_seq,
                        admitted_ns=e.at_ns, borrowed_uj=e.borrowed_uj)
-    return state._replace(claims=state.claims.set(claim.claim_id, admitted, edit),
-                   usage=bump(state.tree, state.usage, claim.tenant, admitted.usage_uj, claim.spec.resources.gpu_mdev,
-                              edit),
-                   open_by_tenant=_open_set(state, claim, True, edit),
-                   borrowed=state.borrowed.set(claim.claim_id, True, edit) if e.borrowed else state.borrowed,
+    return state._replace(claims=state.claims.set(claim.claim_id, admitted),
+                   usage=bump(state.tree, state.usage, claim.tenant, admitted.usage_uj, claim.spec.resources.gpu_mdev),
+                   open_by_tenant=_open_set(state, claim, True),
+                   borrowed=state.borrowed.set(claim.claim_id, True) if e.borrowed else state.borrowed,
                    next_admit_seq=max(state.next_admit_seq, e.admitted_seq + 1),
-                   **_without_pending(state, claim, edit), **_reserved(state, worker, claim, e.devices, 1, edit))
+                   **_without_pending(state, claim), **_reserved(state, worker, claim, e.devices, 1))
 
 
-def _refused(state: ClusterState, e: ClaimRefused, edit: Edit | None) -> ClusterState:
+def _refused(state: ClusterState, e: ClaimRefused) -> ClusterState:
     claim = _claim(state, e.claim_id, ClaimState.PENDING)
     refused = claim._replace(state=ClaimState.REFUSED, reason=e.reason, settled_ns=e.at_ns)
-    return state._replace(claims=state.claims.set(claim.claim_id, refused, edit),
-                          **_without_pending(state, claim, edit))
+    return state._replace(claims=state.claims.set(claim.claim_id, refused),
+                          **_without_pending(state, claim))
 
 
-def _metered(state: ClusterState, e: Metered, edit: Edit | None) -> ClusterState:
+def _metered(state: ClusterState, e: Metered) -> ClusterState:
     if e.window_seq <= state.acked.get(e.worker_id, 0):
         return state  # a resend: already counted
     claims, usage = state.claims, state.usage
@@ -174,23 +171,23 @@ def _metered(state: ClusterState, e: Metered, edit: Edit | None) -> ClusterState
             continue  # energy after settling is the host's, not the claim's
         grade = delta.grade if claim.measured_grade is None else worst((claim.measured_grade, delta.grade))
         new = claim._replace(measured_uj=claim.measured_uj + delta.uj, measured_grade=grade)
-        claims = claims.set(claim.claim_id, new, edit)
-        usage = bump(state.tree, usage, claim.tenant, new.usage_uj - claim.usage_uj, 0, edit)
-    return state._replace(claims=claims, usage=usage, acked=state.acked.set(e.worker_id, e.window_seq, edit))
+        claims = claims.set(claim.claim_id, new)
+        usage = bump(state.tree, usage, claim.tenant, new.usage_uj - claim.usage_uj, 0)
+    return state._replace(claims=claims, usage=usage, acked=state.acked.set(e.worker_id, e.window_seq))
 
 
-def _progress(state: ClusterState, e: Progress, edit: Edit | None) -> ClusterState:
+def _progress(state: ClusterState, e: Progress) -> ClusterState:
     claim = _claim(state, e.claim_id, ClaimState.PENDING, ClaimState.ADMITTED)
     if e.completed_units < claim.completed_units:
         raise EventError(f"claim {e.claim_id!r}: completed units went back from {claim.completed_units}")
     progressed = claim._replace(completed_units=e.completed_units)
-    return state._replace(claims=state.claims.set(claim.claim_id, progressed, edit))
+    return state._replace(claims=state.claims.set(claim.claim_id, progressed))
 
 
 _SETTLED_STATE = {Released: ClaimState.RELEASED, Preempted: ClaimState.PREEMPTED, Reclaimed: ClaimState.RECLAIMED}
 
 
-def _observe(state: ClusterState, claim: Claim, e: Settled, edit: Edit | None) -> PMap:
+def _observe(state: ClusterState, claim: Claim, e: Settled) -> PMap:
     """RULES §7: a released claim that was measured is an observation of its class."""
     name = claim.spec.work_class
     if type(e) is not Released or not name or claim.measured_grade is None:
@@ -201,27 +198,26 @@ def _observe(state: ClusterState, claim: Claim, e: Settled, edit: Edit | None) -
     else:
         stats = replace(stats, observations=stats.observations + 1, eligible=stats.eligible + 1,
                         max_uj=max(stats.max_uj, e.actual_uj))
-    return state.class_stats.set(name, stats, edit)
+    return state.class_stats.set(name, stats)
 
 
-def _settled(state: ClusterState, e: Settled, edit: Edit | None) -> ClusterState:
+def _settled(state: ClusterState, e: Settled) -> ClusterState:
     open_states = (ClaimState.PENDING, ClaimState.ADMITTED) if type(e) is Released else (ClaimState.ADMITTED,)
     claim = _claim(state, e.claim_id, *open_states)
     settled = claim._replace(state=_SETTLED_STATE[type(e)], completed_units=max(claim.completed_units, e.completed_units),
                       settled_ns=e.at_ns, settled_uj=e.actual_uj, settled_grade=e.actual_grade)
     if claim.state is ClaimState.PENDING:
-        return state._replace(claims=state.claims.set(claim.claim_id, settled, edit),
-                              **_without_pending(state, claim, edit))
-    usage = bump(state.tree, state.usage, claim.tenant, e.actual_uj - claim.usage_uj, -claim.spec.resources.gpu_mdev,
-                 edit)
-    return state._replace(claims=state.claims.set(claim.claim_id, settled, edit), usage=usage,
-                   open_by_tenant=_open_set(state, claim, False, edit),
-                   borrowed=state.borrowed.delete(claim.claim_id, edit) if claim.borrowed else state.borrowed,
-                   settled=state.settled.set(claim.claim_id, True, edit), class_stats=_observe(state, claim, e, edit),
-                   **_reserved(state, state.workers[claim.worker], claim, claim.devices, -1, edit))
+        return state._replace(claims=state.claims.set(claim.claim_id, settled),
+                              **_without_pending(state, claim))
+    usage = bump(state.tree, state.usage, claim.tenant, e.actual_uj - claim.usage_uj, -claim.spec.resources.gpu_mdev)
+    return state._replace(claims=state.claims.set(claim.claim_id, settled), usage=usage,
+                   open_by_tenant=_open_set(state, claim, False),
+                   borrowed=state.borrowed.delete(claim.claim_id) if claim.borrowed else state.borrowed,
+                   settled=state.settled.set(claim.claim_id, True), class_stats=_observe(state, claim, e),
+                   **_reserved(state, state.workers[claim.worker], claim, claim.devices, -1))
 
 
-def _rolled(state: ClusterState, e: PeriodRolled, edit: Edit | None) -> ClusterState:
+def _rolled(state: ClusterState, e: PeriodRolled) -> ClusterState:
     if e.period_index <= state.period_index:
         raise EventError(f"period {e.period_index} does not follow {state.period_index}")
     return rebuild(state._replace(period_index=e.period_index, settled=PMap()))
@@ -234,12 +230,12 @@ _HANDLERS = {ConfigApplied: _config, WorkerRegistered: _registered, WorkerLivene
              PeriodRolled: _rolled}
 
 
-def apply(state: ClusterState, event: Event, edit: Edit | None = None) -> ClusterState:
-    """The state after `event`. Under `edit` (edit.py) the change is made in
-    place where the batch owns the structure, and `state` is spent."""
+def apply(state: ClusterState, event: Event) -> ClusterState:
+    """The state after `event`. Inside an edit batch (edit.py) the persistent
+    structures change in place what the batch made, and `state` is spent."""
     if state.tree is None and not isinstance(event, (ConfigApplied, WorkerRegistered, WorkerLiveness, WorkerCordoned)):
         raise EventError(f"{event.kind} before any configuration")
-    return _HANDLERS[type(event)](state, event, edit)
+    return _HANDLERS[type(event)](state, event)
 
 
 def rebuild(state: ClusterState) -> ClusterState:

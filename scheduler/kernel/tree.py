@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from .edit import Edit
+from .edit import current
 from .snapshot import NodeUsage, Tenant
 
 
@@ -145,12 +145,13 @@ def rollup(tree: TenantTree, direct: Mapping[str, tuple[int, int]]) -> Rollup:
     return Rollup(tree.index, [out[name] for name in tree.order])
 
 
-def bump(tree: TenantTree, usage: Rollup, tenant: str, d_uj: int, d_mdev: int, edit: Edit | None = None) -> Rollup:
+def bump(tree: TenantTree, usage: Rollup, tenant: str, d_uj: int, d_mdev: int) -> Rollup:
     """Add (d_uj, d_mdev) to `tenant`'s direct usage, fixing its ancestors
-    (by position: this runs on every admission and settlement)."""
+    (by position: this runs on every admission and settlement). Outside an
+    edit batch the list is copied; inside one, only the first time."""
     if not d_uj and not d_mdev:
         return usage
-    values = usage.values
+    values, edit = usage.values, current()
     if edit is None or id(values) not in edit.owned:
         values = list(values)
         if edit is not None:
