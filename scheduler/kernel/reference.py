@@ -204,6 +204,8 @@ def worker_reason(worker: Worker, taken: Load, spec: ClaimSpec) -> Reason:
     req = spec.resources
     if not worker.live or not set(req.gpu_types) <= {d.device_type for d in worker.devices}:
         return Reason.WORKER_INELIGIBLE
+    if worker.cordoned:
+        return Reason.WORKER_CORDONED
     if spec.placement is Placement.PLACEMENT_EXCLUSIVE and taken.active:
         return Reason.EXCLUSIVE_WORKER_BUSY
     if taken.exclusive:
@@ -389,8 +391,17 @@ def admission(state: ClusterState, claim: Claim, verdict: Verdict, now_ns: int) 
         state = apply(state, event)
     events.append(ClaimAdmitted(claim.claim_id, verdict.hold_uj, verdict.hold_grade, verdict.worker, verdict.devices,
                                 verdict.borrowed, max([0, *(c.admitted_seq for c in state.claims.values())]) + 1,
-                                now_ns))
+                                now_ns, borrowed_uj(state, claim, verdict)))
     return events
+
+
+def borrowed_uj(state: ClusterState, claim: Claim, verdict: Verdict) -> int:
+    """What a borrowing admission borrows: the part of its hold beyond what
+    its tenant's own guarantee has free."""
+    if not verdict.borrowed:
+        return 0
+    free = max(0, guarantee(state.tree, claim.tenant, ENERGY) - usage(state, ENERGY)[claim.tenant].total)
+    return max(0, verdict.hold_uj - free)
 
 
 # -- §4 gangs ----------------------------------------------------------------------
@@ -408,7 +419,7 @@ def gang_never_fits(state: ClusterState, members: list[Claim]) -> bool:
         return True
     workers = list(state.workers.values())
     for member in members:
-        if not any(worker_reason(replace(w, live=True), Load(0, 0, 0, {d.device_id: 0 for d in w.devices}, 0, 0),
+        if not any(worker_reason(replace(w, live=True, cordoned=False), Load(0, 0, 0, {d.device_id: 0 for d in w.devices}, 0, 0),
                                  member.spec) is Reason.ADMISSIBLE for w in workers):
             return True
     if sum(m.spec.placement is Placement.PLACEMENT_EXCLUSIVE for m in members) > len(workers):

@@ -15,6 +15,8 @@ from protos.energy import Grade
 from scheduler.kernel import (ClaimSpec, ClaimSubmitted, ClassStats, MeterDelta, Metered, PendingReasons, Placement,
                               Reason, Resources, WorkClass, WorkerLiveness, WorkerRegistered, apply, decide, progress,
                               release, schedule, submit)
+from scheduler.kernel.events import WorkerCordoned
+from scheduler.kernel.maintenance import cordon
 from scheduler.kernel.pmap import PMap
 
 # few distinct figures, so that claims share shapes and shapes are skipped whole
@@ -42,6 +44,7 @@ steps = st.lists(st.one_of(
     st.tuples(st.just("withdraw"), st.integers(0, 99)),
     st.tuples(st.just("worker"), st.integers(0, 2), st.integers(0, 3), st.sampled_from([600, 1024, 2048])),
     st.tuples(st.just("liveness"), st.integers(0, 1), st.booleans()),
+    st.tuples(st.just("cordon"), st.integers(0, 1), st.booleans()),
     st.tuples(st.just("tick"), st.integers(0, 150)),
 ), min_size=1, max_size=30)
 
@@ -72,6 +75,9 @@ def _given(state, step, n):
         return [WorkerRegistered(gpus(f"w{step[1]}", step[2], memory_mb=step[3], max_concurrency=3))]
     if kind == "liveness":
         return [WorkerLiveness(f"w{step[1]}", step[2])] if f"w{step[1]}" in state.workers else []
+    if kind == "cordon":
+        event = cordon(state, f"w{step[1]}", step[2])
+        return [event] if isinstance(event, WorkerCordoned) else []
     if kind == "tick":
         return []
     if kind == "withdraw":

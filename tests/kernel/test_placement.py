@@ -20,7 +20,7 @@ def worker_and_load(draw) -> tuple[Worker, WorkerLoad]:
     types = draw(st.lists(st.sampled_from(TYPES), max_size=4))
     devices = tuple(Device(f"g{i}", t) for i, t in enumerate(types))
     worker = Worker("w", draw(st.integers(0, 8)), draw(st.integers(0, 8)), draw(st.integers(0, 8)), devices,
-                    draw(st.integers(0, 3)), draw(st.booleans()))
+                    draw(st.integers(0, 3)), draw(st.booleans()), draw(st.booleans()))
     used = draw(st.one_of(st.just(()), st.tuples(*(st.sampled_from((0, 250, 500, 1000)) for _ in devices))))
     active = tuple(f"c{i}" for i in range(draw(st.integers(0, 3))))
     load = WorkerLoad(draw(st.integers(0, 8)), draw(st.integers(0, 8)), draw(st.integers(0, 8)), used, active,
