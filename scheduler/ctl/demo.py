@@ -36,7 +36,7 @@ from scheduler.ctl.claims import render_claims
 from scheduler.ctl import plots
 from scheduler.ctl.ops import (label_unallocated, render_explain, render_preemption, render_reclamation,
                                render_split_totals, render_tenants)
-from scheduler.ctl.output import CtlError, add_output_flag, table
+from scheduler.ctl.output import CtlError, add_output_flag, output, table
 from scheduler.ctl.wire import as_ctl_error, grade_label, to_doc
 from scheduler.ledger import export, keys, witness
 from scheduler.ledger.verify import verify
@@ -117,7 +117,7 @@ def _gpu_types() -> list[str]:
 class Demo:
     def __init__(self, args: Any, workdir: Path) -> None:
         self.args, self.dir = args, workdir
-        self.json = args.output == "json"
+        self.json = output(args) == "json"
         self.report: dict[str, Any] = {}
         self.processes: list[subprocess.Popen] = []
         self.address = f"127.0.0.1:{_free_port()}"

@@ -24,9 +24,12 @@ def test_demo_scenario_outcomes():
 
 
 def test_without_keep_the_demo_leaves_only_its_plots():
-    done = subprocess.run([str(BIN / "poolctl"), "demo", "-o", "json"], capture_output=True, text=True, timeout=120)
+    """Exactly what `make demo` runs: the tables, no flags."""
+    done = subprocess.run([str(BIN / "poolctl"), "demo"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    plots = [Path(p) for p in json.loads(done.stdout)["plots"].values()]
+    said = re.search(r"^Plots: splits (\S+), reclamation (\S+)$", done.stdout, re.MULTILINE)
+    assert said, done.stdout
+    plots = [Path(p) for p in said.groups()]
     try:
         assert {p.name for p in plots[0].parent.iterdir()} == {"splits.png", "reclamation.png"}
     finally:
