@@ -176,7 +176,7 @@ class Demo:
             command += ["--replay", "bundled", "--replay-speed", str(self.args.replay_speed)]
             self.say(f"No GPU here: the agent replays a real H200 recording at {self.args.replay_speed:g}x "
                      "(idle, a bf16 matmul, memory copies, then a parked process holding memory).")
-        self._spawn("agent", command)
+        self.agent = self._spawn("agent", command)
         self._wait("the agent to register", lambda: any(w.live for w in self.ops.Workers(
             ops_pb2.WorkersRequest()).workers), 30)
         self.report["mode"] = "nvml" if self.gpus else "replay"
@@ -193,10 +193,11 @@ class Demo:
         if self.json and exc[0] is None:
             print(json.dumps(self.report, indent=2))
 
-    def _spawn(self, name: str, command: list[str]) -> None:
+    def _spawn(self, name: str, command: list[str]) -> subprocess.Popen:
         log = open(self.dir / f"{name}.log", "w")
         self.processes.append(subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
                                                stdin=subprocess.DEVNULL, start_new_session=True))
+        return self.processes[-1]
 
     def _serving(self) -> bool:
         try:
@@ -421,6 +422,10 @@ key = "{self.pki / f'{AGENT_HOST}.key'}"
         self.report["plots"] = written
 
     def ledger(self) -> None:
+        # The scenario is over: the agent stops (its last windows acknowledged), so the
+        # ledger stands still between the export the witness signs and the one shown.
+        self.agent.terminate()
+        self.agent.wait(timeout=30)
         path = self.dir / "ledger.cbor"
         export.write(self._export(), path)
         plain = verify(export.receipts_at(path), self.steward.public)
