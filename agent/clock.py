@@ -36,14 +36,20 @@ class ReplayClock:
     stamp, so a replayed counter keeps running while the agent is down, as a
     real one does; by default the trace starts when the process does. (At
     speed 0 the trace's time is the caller's: `sleep_until` moves it.)
+
+    Played faster than real time (speed 0 or above 1), a trace would be
+    stamped ahead of the wall clock, and the scheduler refuses windows from
+    the future: by default such a trace is then placed to end when the
+    process starts (`span_ns`: its length), its windows all in the past.
     """
 
-    def __init__(self, start_ns: int, speed: float, origin_unix_ns: int | None = None):
+    def __init__(self, start_ns: int, speed: float, origin_unix_ns: int | None = None, span_ns: int = 0):
         if speed < 0:
             raise ValueError(f"replay speed must be ≥ 0, got {speed}")
         self._start, self._speed = start_ns, speed
         self._virtual = start_ns
-        self._origin = time.time_ns() if origin_unix_ns is None else origin_unix_ns
+        ahead = speed == 0 or speed > 1
+        self._origin = time.time_ns() - (span_ns if ahead else 0) if origin_unix_ns is None else origin_unix_ns
         self._wall0 = time.monotonic_ns() - (time.time_ns() - self._origin)
         self.unix_offset_ns = self._origin - start_ns
 

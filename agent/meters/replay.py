@@ -88,7 +88,7 @@ class ReplayMeter:
                  origin_unix_ns: int | None = None, reload_at_ns: int | None = None):
         self.rows, self._energy = load_trace(path)
         # the trace's own time drives the sampler
-        self.clock = ReplayClock(self.rows[0].t_ns, speed, origin_unix_ns)
+        self.clock = ReplayClock(self.rows[0].t_ns, speed, origin_unix_ns, self.rows[-1].t_ns - self.rows[0].t_ns)
         self._reload = None if reload_at_ns is None else self.rows[0].t_ns + reload_at_ns
         self._base = 0 if self._reload is None else next(
             (r.value for r in reversed(self.rows) if r.t_ns <= self._reload and r.value is not None), 0)

@@ -8,7 +8,6 @@ EntitlementCheck with the figures behind it, which is what explain shows.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
@@ -17,13 +16,13 @@ from protos.energy import MDEV_PER_DEVICE, Grade
 from .entitlement import MDEV, UJ, Fit, own_pass, total_fit, within_guarantees
 from .estimates import Estimate, usable_estimate
 from .events import ClaimAdmitted, ClaimSubmitted, Preempted, Progress, Released
+from .limits import MAX_GANG_SIZE, MAX_GPU_TYPE_CHARS, MAX_GPU_TYPES, name_error, never_fits
 from .placement import place
 from .preemption import Blocker, Victims, choose, priority_candidates, reclaim_candidates
 from .reasons import CheckStep, ClaimState, ErrorCode, KernelError, Reason
 from .snapshot import Claim, ClaimSpec, ClusterState, DeviceShare
 from .transitions import apply
 
-CLAIM_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 INT32 = range(-(2 ** 31), 2 ** 31)
 
 
@@ -53,8 +52,10 @@ def _invalid(field: str, message: str) -> KernelError:
 
 def _spec_error(spec: ClaimSpec) -> KernelError | None:
     req = spec.resources
-    if not isinstance(spec.claim_id, str) or not CLAIM_ID.fullmatch(spec.claim_id):
-        return _invalid("claim_id", "claim_id must match [A-Za-z0-9._:-]{1,128}")
+    for field, value in (("claim_id", spec.claim_id), ("gang_id", spec.gang_id), ("work_class", spec.work_class)):
+        problem = name_error(value) if value or field == "claim_id" else None
+        if problem:
+            return _invalid(field, f"{field} {problem}")
     for name in ("cpu_millis", "memory_mb", "disk_mb", "gpu_mdev"):
         if getattr(req, name) < 0:
             return _invalid(f"resources.{name}", f"{name} must not be negative")
@@ -64,14 +65,17 @@ def _spec_error(spec: ClaimSpec) -> KernelError | None:
         return _invalid("resources.gpu_types", "gpu_types needs a positive gpu_mdev")
     if list(req.gpu_types) != sorted(set(req.gpu_types)) or "" in req.gpu_types:
         return _invalid("resources.gpu_types", "gpu_types must be distinct non-empty names, sorted")
+    if len(req.gpu_types) > MAX_GPU_TYPES or any(len(t) > MAX_GPU_TYPE_CHARS for t in req.gpu_types):
+        return _invalid("resources.gpu_types",
+                        f"at most {MAX_GPU_TYPES} gpu_types of at most {MAX_GPU_TYPE_CHARS} characters each")
     if spec.estimate_uj is None and not spec.work_class:
         return _invalid("estimate_uj", "a claim needs estimate_uj, work_class or both")
-    if spec.estimate_uj is not None and spec.estimate_uj < 0:
-        return _invalid("estimate_uj", "estimate_uj must not be negative")
+    if spec.estimate_uj is not None and spec.estimate_uj <= 0:
+        return _invalid("estimate_uj", "estimate_uj must be positive: a claim that holds nothing is not admitted")
     if spec.priority not in INT32:
         return _invalid("priority", "priority must fit in 32 bits")
-    if spec.gang_id and spec.gang_size < 1:
-        return _invalid("gang_size", "a gang member needs gang_size >= 1")
+    if spec.gang_id and not 1 <= spec.gang_size <= MAX_GANG_SIZE:
+        return _invalid("gang_size", f"a gang member needs 1 <= gang_size <= {MAX_GANG_SIZE}")
     if not spec.gang_id and spec.gang_size:
         return _invalid("gang_id", "gang_size without gang_id")
     return None
@@ -113,13 +117,31 @@ def submit(state: ClusterState, spec: ClaimSpec, now_ns: int = 0) -> ClaimSubmit
     hold = hold_for(state, spec)
     if isinstance(hold, KernelError):
         return hold
+    never = never_fits(state, spec, hold[0])
+    if never:
+        return KernelError(ErrorCode.CLAIM_NEVER_FITS, never[0], never[1])
     if spec.gang_id:
-        members = [state.claims[m] for m in state.gangs.get(spec.gang_id, ())]
-        if any(m.spec.gang_size != spec.gang_size for m in members):
-            return _invalid("gang_size", f"gang {spec.gang_id!r} was declared with another size")
-        if len(members) >= spec.gang_size:
-            return _invalid("gang_id", f"gang {spec.gang_id!r} already has its {spec.gang_size} members")
+        error = _gang_error(state, spec)
+        if error:
+            return error
     return ClaimSubmitted(spec, state.next_seq, now_ns)
+
+
+def _gang_error(state: ClusterState, spec: ClaimSpec) -> KernelError | None:
+    """A member joins a gang still waiting, of its own tenant and size; a gang
+    id with admitted members still open cannot start a new gang."""
+    members = [state.claims[m] for m in state.gangs.get(spec.gang_id, ())]
+    if any(m.spec.gang_size != spec.gang_size for m in members):
+        return _invalid("gang_size", f"gang {spec.gang_id!r} was declared with another size")
+    if any(m.tenant != spec.tenant for m in members):
+        return _invalid("gang_id", f"gang {spec.gang_id!r} belongs to another tenant; a gang's members share one")
+    if len(members) >= spec.gang_size:
+        return _invalid("gang_id", f"gang {spec.gang_id!r} already has its {spec.gang_size} members")
+    if not members and any(state.claims[c].spec.gang_id == spec.gang_id
+                           for ids in state.open_by_tenant.values() for c in ids):
+        return _invalid("gang_id", f"gang {spec.gang_id!r} was admitted and has open members; "
+                                   "a gang id is reused only once all its members are settled")
+    return None
 
 
 def progress(state: ClusterState, claim_id: str, completed_units: int) -> Progress | KernelError:

@@ -14,12 +14,11 @@ workers' concurrency allows, or a resource total above the cluster's.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
 
 from .admission import Evaluation, admit_events, evaluate, hold_for
-from .placement import check_worker
+from .limits import fits_no_worker
 from .reasons import Placement, Reason
-from .snapshot import SCALAR_FIELDS, Claim, ClusterState, WorkerLoad
+from .snapshot import SCALAR_FIELDS, Claim, ClusterState
 from .transitions import apply
 
 
@@ -39,10 +38,8 @@ def never_fits(state: ClusterState, gang: list[Claim]) -> bool:
     if sum(c.spec.resources.gpu_mdev for c in gang) > root.guarantee_mdev:
         return True
     workers = list(state.workers.values())
-    empty = {w.worker_id: WorkerLoad(device_used=(0,) * len(w.devices)) for w in workers}
-    for c in gang:
-        if not any(check_worker(replace(w, live=True, cordoned=False), empty[w.worker_id], c.spec)[1] is not None for w in workers):
-            return True
+    if any(fits_no_worker(workers, c.spec) for c in gang):
+        return True
     if sum(c.spec.placement is Placement.PLACEMENT_EXCLUSIVE for c in gang) > len(workers):
         return True
     if all(w.max_concurrency for w in workers) and len(gang) > sum(w.max_concurrency for w in workers):

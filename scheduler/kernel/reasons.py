@@ -86,6 +86,7 @@ class ErrorCode(IntEnum):
     EMPTY_WORK_CLASS = 10
     INVALID_ARGUMENT = 14
     UNKNOWN_WORKER = 200
+    CLAIM_NEVER_FITS = 120
 
 
 OPEN_STATES = frozenset({ClaimState.PENDING, ClaimState.ADMITTED})

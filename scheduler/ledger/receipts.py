@@ -66,6 +66,28 @@ def make(key: SigningKey, seq: int, prev: bytes, time_ns: int, kind: str, body: 
     return Receipt(raw, Entry(seq, time_ns, kind, body, actor), digest(raw))
 
 
+class ReceiptTooLarge(ValueError):
+    """A body that cannot become a receipt: its core would be over dcbor.MAX_BYTES,
+    or it holds what det-CBOR cannot encode (an integer beyond 2⁶⁴−1)."""
+
+
+# a core's bytes beyond its body's: the other five fields at their largest, and their keys
+_CORE_OVERHEAD = len(dcbor.encode({"seq": (1 << 64) - 1, "body": {}, "kind": "", "prev": ZERO_HASH,
+                                   "profile": PROFILE, "time_ns": (1 << 64) - 1})) - 1
+
+
+def check_size(kind: str, body: dict) -> None:
+    """ReceiptTooLarge unless a receipt of this kind and body (already
+    dcbor.normalize'd) fits the core cap: checked before a record is folded,
+    so one that cannot be written changes nothing."""
+    try:
+        size = len(dcbor.encode_normalized(body)) + len(kind.encode()) + _CORE_OVERHEAD
+    except dcbor.DcborError as exc:
+        raise ReceiptTooLarge(f"a {kind!r} receipt cannot be encoded: {exc}") from None
+    if size > dcbor.MAX_BYTES:
+        raise ReceiptTooLarge(f"a {kind!r} receipt would be {size:,} bytes, over the {dcbor.MAX_BYTES:,}-byte cap")
+
+
 def _natural(value: Any) -> bool:
     return type(value) is int and value >= 0
 

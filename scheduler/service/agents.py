@@ -3,7 +3,16 @@ up and acknowledgements and occupancy down.
 
 A window is counted once: the kernel keeps, per host, the highest window seq
 counted (in the ledger, so it survives restarts), and a resend at or below it
-changes nothing. An Ack is sent only once the windows' receipt is durable.
+changes nothing. Every new window goes through the evidence rules
+(evidence.py) first; a batch with a bad one is refused whole and leaves no
+receipt. An Ack is sent only once the windows' receipt is durable.
+
+A host streams on one stream at a time: a second stream for a host that is
+live on one is refused (HOST_STREAMING), so it cannot take the host over or
+mark it not live. A host becomes live with its first counted batch, and is
+marked not live by the tick once it has had no stream for
+RECONNECT_GRACE_S (main.py): a stream that ends, refused or not, writes
+nothing itself.
 """
 
 from __future__ import annotations
@@ -11,42 +20,118 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
-from itertools import accumulate, compress, count, repeat
-from operator import ge, is_, le, sub
+from collections import deque
+from collections.abc import AsyncIterator
 
 import grpc
 
 from protos.energy import MDEV_PER_DEVICE
 from protos.pool.v1 import agent_pb2, agent_pb2_grpc, types_pb2
-from scheduler.kernel import ClusterState, WorkerLiveness, WorkerRegistered
-from scheduler.service import convert
+from scheduler.kernel import ClaimState, ClusterState, Worker, WorkerLiveness, WorkerRegistered
+from scheduler.kernel.limits import MAX_DEVICES, MAX_GPU_TYPE_CHARS, NAME, NAME_RULE
+from scheduler.service import convert, evidence
 from scheduler.service.config import SchedulerConfig
 from scheduler.service.engine import Change, Engine, LedgerFailed
-from scheduler.service.errors import Refused, abort, guarded, not_ready
+from scheduler.ledger.receipts import ReceiptTooLarge
+from scheduler.service.errors import Refused, abort, guarded, not_ready, too_large
+from scheduler.service.limits import RateLimiter
 from scheduler.service.metrics import SchedulerMetrics
-from scheduler.service.observed import CPU_PREFIX, Windows
+from scheduler.service.observed import CPU_PREFIX, occupants
+from scheduler.service.principal import caller
 
 log = logging.getLogger("pool.scheduler.agents")
-_CLOSED = object()
 IN_FLIGHT = 4   # counted batches a stream may have waiting for durability before it reads on
+
+
+class Outbox:
+    """What one stream still has to send its agent: the latest occupancy, the
+    latest ack (acks are cumulative, so a newer one replaces one not yet
+    sent), and how the stream ends. It stays this small whatever the agent
+    reads; and the windows read but not yet acknowledged *to the agent* are
+    bounded (`limit`): past it, reading pauses until the agent takes its acks."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.occupancy: agent_pb2.Occupancy | None = None
+        self.ack: int | None = None
+        self.end: Refused | bool = False     # True: ended; a Refused: ended with it
+        self._unacked = 0                    # windows read and not yet covered by a sent ack
+        self._covered: deque[tuple[int, int]] = deque()   # (seq an ack will cover, windows) in order
+        self._changed = asyncio.Event()
+
+    def _wake(self) -> None:
+        self._changed.set()
+
+    async def reserve(self, windows: int) -> None:
+        """Wait until `windows` more may be read (always, when none are unacked)."""
+        while self._unacked and self._unacked + windows > self.limit:
+            self._changed.clear()
+            await self._changed.wait()
+        self._unacked += windows
+
+    def acknowledge(self, seq: int, windows: int) -> None:
+        """A batch of `windows` is durable: the next ack says `seq`."""
+        self._covered.append((seq, windows))
+        self.ack = seq
+        self._wake()
+
+    def push(self, occupancy: agent_pb2.Occupancy) -> None:
+        self.occupancy = occupancy
+        self._wake()
+
+    def finish(self, end: Refused | bool = True) -> None:
+        if self.end is False:
+            self.end = end
+        self._wake()
+
+    def sent_ack(self, seq: int) -> None:
+        while self._covered and self._covered[0][0] <= seq:
+            self._unacked -= self._covered.popleft()[1]
+        self._wake()
+
+    async def next(self) -> agent_pb2.SchedulerMessage | Refused | None:
+        """The next thing to send: occupancy first, then the ack, then the end
+        (None, or the refusal)."""
+        while True:
+            if self.occupancy is not None:
+                message, self.occupancy = agent_pb2.SchedulerMessage(occupancy=self.occupancy), None
+                return message
+            if self.ack is not None:
+                message, self.ack = agent_pb2.SchedulerMessage(ack=agent_pb2.Ack(acked_seq=self.ack)), None
+                return message
+            if self.end is not False:
+                return self.end if isinstance(self.end, Refused) else None
+            self._changed.clear()
+            await self._changed.wait()
 
 
 class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
     def __init__(self, engine: Engine, config: SchedulerConfig, metrics: SchedulerMetrics) -> None:
         self.engine, self.config, self.metrics = engine, config, metrics
+        self.limits = config.limits
         self.meters: dict[str, list[types_pb2.DeviceMeter]] = {}
-        self._outboxes: dict[str, asyncio.Queue] = {}
+        self._outboxes: dict[str, Outbox] = {}
+        self._opened: dict[str, int] = {}           # host -> when its stream sent its first occupancy
+        self._ended: dict[str, float] = {}          # host -> monotonic s its last stream ended
+        self.started = time.monotonic()
         self._dirty: set[str] = set()   # hosts whose occupancy changed since the last push
+        self._rates = RateLimiter(self.limits.windows_per_s, self.limits.window_burst)
         engine.listen(self._push_occupancy)
 
     def live(self, host: str) -> bool:
         return host in self._outboxes
 
+    def absent_s(self, host: str) -> float:
+        """How long the host has had no stream (since start-up, if none yet)."""
+        if host in self._outboxes:
+            return 0.0
+        return time.monotonic() - self._ended.get(host, self.started)
+
     @guarded
     async def Register(self, request, context):
         _check_registration(request)
         worker = convert.worker_from(request, self.config.workers.get(request.host_id))
+        _check_devices_kept(self.engine.state, worker)
         self.meters[request.host_id] = list(request.devices)
         if self.engine.state.workers.get(request.host_id) != worker:
             await self.engine.decide([WorkerRegistered(worker)], time.time_ns())
@@ -55,24 +140,27 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
 
     async def Stream(self, request_iterator: AsyncIterator, context: grpc.aio.ServicerContext):
         host = await self._hello(request_iterator, context)
-        outbox: asyncio.Queue = asyncio.Queue()
+        outbox = Outbox(self.limits.max_unacked_windows)
         self._outboxes[host] = outbox
         self.metrics.agents_live.set(len(self._outboxes))
+        self._opened[host] = time.time_ns()
+        first = self._occupancy(host)
         reader = asyncio.create_task(self._read(host, request_iterator, outbox))
         try:
-            await self._set_live(host, True)
-            yield agent_pb2.SchedulerMessage(occupancy=self._occupancy(host))
+            yield agent_pb2.SchedulerMessage(occupancy=first)
             yield agent_pb2.SchedulerMessage(ack=agent_pb2.Ack(acked_seq=await self.engine.durable_acked(host)))
-            while (message := await outbox.get()) is not _CLOSED:
-                if isinstance(message, Refused):
-                    await abort(self.engine, context, message)
+            while isinstance(message := await outbox.next(), agent_pb2.SchedulerMessage):
                 yield message
+                if message.HasField("ack"):
+                    outbox.sent_ack(message.ack.acked_seq)
+            if isinstance(message, Refused):
+                await abort(self.engine, context, message)
         finally:
             reader.cancel()
             if self._outboxes.get(host) is outbox:
                 del self._outboxes[host]
+                self._ended[host] = time.monotonic()
                 self.metrics.agents_live.set(len(self._outboxes))
-                await self._set_live(host, False)
 
     async def _hello(self, request_iterator: AsyncIterator, context: grpc.aio.ServicerContext) -> str:
         error = None
@@ -84,26 +172,41 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             if host not in self.engine.committed.state.workers:
                 error = Refused("UNREGISTERED_AGENT", f"host {host!r} has not registered; the first message "
                                                       "of a stream must be a Hello from a registered host")
+            elif host in self._outboxes:
+                error = Refused("HOST_STREAMING", f"host {host!r} is live on another stream; a host streams on "
+                                                  "one at a time (close that one first)")
         if error is not None:
             await abort(self.engine, context, error)
         return host
 
-    async def _read(self, host: str, request_iterator: AsyncIterator, outbox: asyncio.Queue) -> None:
+    async def _read(self, host: str, request_iterator: AsyncIterator, outbox: Outbox) -> None:
         """Check, count and queue each batch as it arrives: while the ledger
         writes one, the next is already checked and folded. With IN_FLIGHT
-        batches waiting for durability the stream reads no further (flow
-        control holds the agent back); `_acknowledge` answers them, and a
-        refusal, in arrival order."""
+        batches waiting for durability, with max_unacked_windows not yet
+        acknowledged to the agent, or past the principal's window rate, the
+        stream reads no further (flow control holds the agent back);
+        `_acknowledge` answers them, and a refusal, in arrival order."""
         pending: asyncio.Queue = asyncio.Queue(IN_FLIGHT)
         acknowledging = asyncio.create_task(self._acknowledge(pending, outbox))
+        principal = caller().name
         try:
-            end: object = _CLOSED
+            end: object = True
             try:
                 async for message in request_iterator:
-                    if message.WhichOneof("body") == "batch":
-                        await pending.put(self._count(host, message.batch))
+                    if message.WhichOneof("body") != "batch":
+                        continue
+                    size = len(message.batch.windows)
+                    if size > self.limits.max_windows_per_batch:
+                        raise Refused("TOO_LARGE", f"a batch of {size} windows is over the "
+                                                   f"{self.limits.max_windows_per_batch} allowed (limits.max_windows_per_batch)")
+                    await outbox.reserve(size)
+                    while (wait := self._rates.wait_s(principal, size, time.monotonic())) > 0:
+                        await asyncio.sleep(wait)
+                    await pending.put(await self._count(host, message.batch))
             except Refused as error:
                 end = error
+            except ReceiptTooLarge as error:
+                end = too_large(error)
             except LedgerFailed as error:
                 end = Refused("LEDGER_UNAVAILABLE", str(error))
             except grpc.aio.AioRpcError:
@@ -112,19 +215,39 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             await acknowledging
         finally:
             acknowledging.cancel()
-            outbox.put_nowait(_CLOSED)   # for an end `_acknowledge` did not reach
+            outbox.finish()   # for an end `_acknowledge` did not reach
 
-    def _count(self, host: str, batch: agent_pb2.WindowBatch) -> tuple[asyncio.Future | None, int, int]:
+    async def _count(self, host: str, batch: agent_pb2.WindowBatch) -> tuple[asyncio.Future | None, int, int]:
         """Check a batch and count its new windows: (durable, the seq to ack once
-        it is, how many were new)."""
-        windows = convert.windows_from(batch)
-        _check_windows(host, windows, self.meters.get(host, []))
-        fresh = windows.since(self.engine.state.acked.get(host, 0))
+        it is, how many were new). A host not yet live becomes live first."""
+        windows, versions = convert.windows_from(batch), convert.occupancy_versions(batch)
+        fresh, versions = self._checked(host, windows, versions)
         self.metrics.duplicate_windows.inc(len(windows.seq) - len(fresh.seq))
+        if not fresh.seq:
+            return None, self.engine.state.acked.get(host, 0), 0
+        if not self.engine.state.workers[host].live:
+            await self._set_live(host, True)
+            fresh, versions = self._checked(host, windows, convert.occupancy_versions(batch))
         durable = self.engine.record_windows(host, fresh, time.time_ns()) if fresh.seq else None
         return durable, self.engine.state.acked.get(host, 0), len(fresh.seq)
 
-    async def _acknowledge(self, pending: asyncio.Queue, outbox: asyncio.Queue) -> None:
+    def _checked(self, host: str, windows: evidence.Windows, versions: list[int]):
+        """The batch's new windows and their occupancy versions, once every rule passes."""
+        evidence.check_order(host, windows)
+        state, acked = self.engine.state, self.engine.state.acked.get(host, 0)
+        fresh = windows.since(acked)
+        versions = versions[len(windows.seq) - len(fresh.seq):]
+        meters = self.meters.get(host, [])
+        current, opened = self.engine.occupancy_seq.get(host, 0), self._opened.get(host, 0)
+        context = evidence.Context(
+            host, evidence.device_types(meters), frozenset(m.device_id for m in meters
+                                                           if m.kind == types_pb2.CPU_PACKAGE),
+            acked, self.engine.observed.ends.get(host, {}), time.time_ns(), self.limits,
+            lambda v: self.engine.occupancies.find(state, host, v, current, opened))
+        evidence.check(context, fresh, versions)
+        return fresh, versions
+
+    async def _acknowledge(self, pending: asyncio.Queue, outbox: Outbox) -> None:
         """Ack each counted batch once it is durable (those before it are then
         too), in order; then pass on how the stream ends."""
         while isinstance(item := await pending.get(), tuple):
@@ -136,10 +259,8 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                     item = Refused("LEDGER_UNAVAILABLE", str(error))
                     break
                 self.metrics.windows.inc(counted)
-            outbox.put_nowait(agent_pb2.SchedulerMessage(ack=agent_pb2.Ack(acked_seq=acked)))
-        if isinstance(item, Refused):
-            outbox.put_nowait(item)
-        outbox.put_nowait(_CLOSED)
+            outbox.acknowledge(acked, counted)
+        outbox.finish(item if isinstance(item, Refused) else True)
 
     async def _set_live(self, host: str, live: bool) -> None:
         worker = self.engine.state.workers.get(host)
@@ -155,74 +276,56 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
 
     def _flush_occupancy(self) -> None:
         for host in self._dirty & self._outboxes.keys():
-            self._outboxes[host].put_nowait(agent_pb2.SchedulerMessage(occupancy=self._occupancy(host)))
+            self._outboxes[host].push(self._occupancy(host))
         self._dirty = set()
 
     def _occupancy(self, host: str) -> agent_pb2.Occupancy:
-        """As committed: an agent never splits energy for an admission a crash could take back."""
+        """As committed (an agent never splits energy for an admission a crash could
+        take back); sending it supersedes the older versions (evidence.py)."""
         committed = self.engine.committed
-        return occupancy(committed.state, host, self.meters.get(host, []), committed.occupancy_seq.get(host, 0))
+        version = committed.occupancy_seq.get(host, 0)
+        self.engine.occupancies.sent(host, version, time.time_ns())
+        return occupancy(committed.state, host, self.meters.get(host, []), version)
 
 
 def occupancy(state: ClusterState, host: str, meters: list[types_pb2.DeviceMeter], version: int
               ) -> agent_pb2.Occupancy:
     """Who occupies each device of a host: GPU holders by milli-device, and on
     each CPU package every claim with reserved CPU, by cpu_millis (RULES §2)."""
-    worker, load = state.workers[host], state.loads.get(host)
-    claims = [state.claims[c] for c in (load.active if load else ())]
+    worker, held = state.workers[host], occupants(state, host)
     out = agent_pb2.Occupancy(version=version)
     for device in worker.devices:
-        out.devices.add(device_id=device.device_id, capacity=MDEV_PER_DEVICE, occupants={
-            c.claim_id: d.mdev for c in claims for d in c.devices if d.device_id == device.device_id})
+        out.devices.add(device_id=device.device_id, capacity=MDEV_PER_DEVICE, occupants=held.get(device.device_id, {}))
     for meter in meters:
         if meter.kind == types_pb2.CPU_PACKAGE:
-            out.devices.add(device_id=meter.device_id, capacity=worker.cpu_millis, occupants={
-                c.claim_id: c.spec.resources.cpu_millis for c in claims if c.spec.resources.cpu_millis})
+            out.devices.add(device_id=meter.device_id, capacity=worker.cpu_millis, occupants=held.get(CPU_PREFIX, {}))
     return out
 
 
 def _check_registration(request: agent_pb2.RegisterRequest) -> None:
-    if not request.host_id:
-        raise Refused("INVALID_ARGUMENT", "host_id: a host needs an id")
+    """Every field bounded, every enum one the contract names."""
+    if not NAME.fullmatch(request.host_id):
+        raise Refused("INVALID_ARGUMENT", f"host_id: a host id must match {NAME_RULE}")
+    if len(request.devices) > MAX_DEVICES:
+        raise Refused("INVALID_ARGUMENT", f"devices: at most {MAX_DEVICES} devices per host")
     ids = [d.device_id for d in request.devices]
-    if len(set(ids)) != len(ids) or "" in ids:
-        raise Refused("INVALID_ARGUMENT", "devices: every device needs a distinct, non-empty id")
+    if len(set(ids)) != len(ids) or not all(map(NAME.fullmatch, ids)):
+        raise Refused("INVALID_ARGUMENT", f"devices: every device needs a distinct id matching {NAME_RULE}")
+    for i, device in enumerate(request.devices):
+        if len(device.device_type) > MAX_GPU_TYPE_CHARS:
+            raise Refused("INVALID_ARGUMENT", f"devices[{i}].device_type: at most {MAX_GPU_TYPE_CHARS} characters")
+        for name, enum in (("kind", types_pb2.DeviceKind), ("meter", types_pb2.MeterKind),
+                           ("grade", types_pb2.Grade)):
+            convert.known(enum, getattr(device, name), f"devices[{i}].{name}")
 
 
-def _check_windows(host: str, windows: Windows, meters: list[types_pb2.DeviceMeter]) -> None:
-    """Refuse the whole batch if any window is bad, naming the first."""
-    found = [(first, rule) for rule, flags in _rules(windows, {m.device_id for m in meters})
-             if (first := next(compress(count(), flags), None)) is not None]
-    if found:
-        first, rule = min(found, key=lambda f: f[0])   # the earliest window; for one window, the first rule
-        raise Refused("INVALID_WINDOW", f"window seq {windows.seq[first]} from {host!r}: {rule(first)}")
-
-
-def _rules(w: Windows, known: set[str]) -> list[tuple[Callable[[int], str], Iterable]]:
-    """Each rule: what it says about window i, and a flag per window (true:
-    broken). A rule whose columns pass a whole-column test flags nothing
-    without looking at each window."""
-    unknown = {d for d in set(w.device) - known if not d.startswith(CPU_PREFIX)}
-    bounds = list(accumulate(w.shares, initial=0))
-    total = list(accumulate(w.share_uj, initial=0))
-    sums = list(map(sub, map(total.__getitem__, bounds[1:]), map(total.__getitem__, bounds)))
-    return [
-        (lambda i: f"device {w.device[i]!r} was not registered",
-         map(unknown.__contains__, w.device) if unknown else ()),
-        (lambda i: "seq must be ≥ 1 and above the seq before it", map(ge, [0, *w.seq], w.seq)),
-        (lambda i: "end_ns must be after start_ns", map(le, w.end_ns, w.start_ns)),
-        (lambda i: "the window and each of its shares need a grade", _ungraded(w)),
-        (lambda i: "a window with no figure has no shares",
-         (u is None and n for u, n in zip(w.uj, w.shares)) if None in w.uj else ()),
-        (lambda i: "a window with a figure has no gap reason",
-         (u is not None and g is not None for u, g in zip(w.uj, w.gap)) if w.gap is not None else ()),
-        (lambda i: f"shares sum to {sums[i]}, not {w.uj[i]}",
-         (n and u is not None and s != u for n, u, s in zip(w.shares, w.uj, sums)) if sums != w.uj else ()),
-    ]
-
-
-def _ungraded(w: Windows) -> Iterable[bool]:
-    if None not in w.grade and None not in w.share_grade:
-        return ()
-    owners = set(compress(w.window_of_shares(), map(is_, w.share_grade, repeat(None))))
-    return (g is None or i in owners for i, g in enumerate(w.grade))
+def _check_devices_kept(state: ClusterState, worker: Worker) -> None:
+    """A re-registration may not drop a GPU that an admitted claim holds."""
+    kept = {d.device_id for d in worker.devices}
+    load = state.loads.get(worker.worker_id)
+    for claim_id in (load.active if load else ()):
+        claim = state.claims[claim_id]
+        dropped = sorted(d.device_id for d in claim.devices if d.device_id not in kept)
+        if dropped and claim.state is ClaimState.ADMITTED:
+            raise Refused("DEVICES_HELD", f"devices: {worker.worker_id!r} would drop {dropped[0]!r}, which claim "
+                                          f"{claim_id!r} holds; release it first")

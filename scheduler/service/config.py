@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 
 from protos import settings
 from protos.settings import ConfigError, natural, positive
@@ -73,6 +74,50 @@ class Accounting:
     epoch_ns: int = 0    # Unix ns at which period 0 starts
 
 
+# The most a device may draw, in W, by device type (a GPU's name as NVML gives
+# it, or "cpu" for a CPU package); "gpu" is any GPU type not listed. A
+# window's µJ above duration × this is refused. The figures sit above each
+# part's peak (an H200 peaks at ~700 W) to leave room for a counter that
+# steps every ~100 ms, so a window may carry up to one step more than its span.
+MAX_POWER_W = MappingProxyType({"NVIDIA H200": 1_000, "NVIDIA H100 80GB HBM3": 1_000, "gpu": 1_500,
+                                "cpu": 1_000})
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What no caller may exceed (docs/OPERATIONS.md, "Limits"). 0 means
+    unlimited for the rates and the open-claim cap."""
+
+    # the gRPC server
+    max_message_bytes: int = 4 << 20       # one request or answer
+    max_concurrent_rpcs: int = 10_000      # calls in progress, streams included; beyond: RESOURCE_EXHAUSTED
+    max_streams_per_connection: int = 128  # HTTP/2 streams one connection may open at once
+    connection_idle_s: int = 300           # an idle connection is closed after this
+    keepalive_s: int = 60                  # the server pings a quiet connection; a dead peer is dropped
+    # what an agent may send
+    max_windows_per_batch: int = 10_000
+    max_unacked_windows: int = 50_000      # counted on one stream but not yet acknowledged: reading pauses
+    max_seq_advance: int = 1_000_000       # a batch's last seq at most this above the host's counted seq
+    clock_skew_s: int = 10                 # a window may end at most this after the scheduler's clock
+    max_window_age_s: int = 7 * 86_400     # and start at most this before it
+    occupancy_grace_s: int = 60            # an occupancy stays good this long after its successor was sent
+    max_power_w: Mapping[str, int] = field(default_factory=dict)  # over MAX_POWER_W, by device type
+    # per principal, and per tenant
+    submits_per_s: int = 1_000             # Submit calls per second per principal (token bucket)
+    submit_burst: int = 10_000
+    windows_per_s: int = 20_000            # windows per second per principal: the stream is paused past it
+    window_burst: int = 200_000
+    max_open_claims_per_tenant: int = 100_000   # pending + admitted, per tenant (its own, not its subtree)
+    page_size: int = 500                   # List and Splits answers, when page_size is 0
+    max_page_size: int = 1_000
+
+    def power_w(self, device_type: str) -> int:
+        """The ceiling for a device type: configured, else MAX_POWER_W, else its kind's."""
+        table = {**MAX_POWER_W, **self.max_power_w}
+        kind = "cpu" if device_type == "cpu" else "gpu"
+        return table.get(device_type, table[kind])
+
+
 @dataclass(frozen=True)
 class WorkerOverride:
     """Operator overrides of what an agent reports; a field left out is the agent's."""
@@ -92,6 +137,7 @@ class SchedulerConfig:
     work_classes: tuple[WorkClass, ...] = ()
     idle: IdlePolicy = IdlePolicy()
     workers: Mapping[str, WorkerOverride] = field(default_factory=dict)
+    limits: Limits = Limits()
     splits_retention: int = 200_000   # split rows kept in memory for `poolctl splits`
     principals: Mapping[str, PrincipalEntry] = field(default_factory=dict)
 
@@ -134,6 +180,12 @@ CHECKS = {
     **{f"workers.{k}": natural for k in ("cpu_millis", "memory_mb", "disk_mb", "max_concurrency")},
     "splits_retention": positive,
     "principals.role": lambda v: v in ROLES or f"must be one of {', '.join(ROLES)}",
+    **{f"limits.{f}": positive for f in (
+        "max_message_bytes", "max_concurrent_rpcs", "max_streams_per_connection", "connection_idle_s",
+        "keepalive_s", "max_windows_per_batch", "max_unacked_windows", "max_seq_advance", "max_window_age_s",
+        "submit_burst", "window_burst", "page_size", "max_page_size", "max_power_w")},
+    **{f"limits.{f}": natural for f in ("clock_skew_s", "occupancy_grace_s", "submits_per_s", "windows_per_s",
+                                        "max_open_claims_per_tenant")},
 }
 
 
@@ -197,6 +249,11 @@ def validate(config: SchedulerConfig, where: str) -> SchedulerConfig:
         # (a key=value password, or a URI's user:password@; said without echoing the DSN)
         raise ConfigError(f"{where}: ledger.dsn must not hold a password: use a password file "
                           "(PGPASSFILE, or passfile= in the DSN) or PGPASSWORD in the environment")
+    limits = config.limits
+    if limits.max_unacked_windows < limits.max_windows_per_batch:
+        raise ConfigError(f"{where}: limits.max_unacked_windows must be ≥ limits.max_windows_per_batch")
+    if limits.page_size > limits.max_page_size:
+        raise ConfigError(f"{where}: limits.page_size must be ≤ limits.max_page_size")
     if config.idle.thresholds and not config.idle.window_ns:
         raise ConfigError(f"{where}: idle.window_ns must be positive when thresholds are set")
     return config

@@ -11,7 +11,16 @@ from protos.pool.v1 import agent_pb2, claims_pb2, ops_pb2, types_pb2
 from scheduler.kernel import (Claim, ClaimSpec, ClaimVerdict, Device, Estimate, Explanation, Placement,
                               PreemptionPlan, Reason, Resources, TenantView, Tier, Worker, WorkerView, tier)
 from scheduler.service.config import WorkerOverride
+from scheduler.service.errors import Refused
 from scheduler.service.observed import GAP_NAMES, GapRecord, SplitRow, Windows
+
+
+def known(enum, value: int, field: str) -> int:
+    """`value` if the wire enum `enum` names it; else INVALID_ARGUMENT naming the
+    field (protobuf keeps an unknown enum number as a plain int)."""
+    if value not in enum.values():
+        raise Refused("INVALID_ARGUMENT", f"{field}: {value} is not a {enum.DESCRIPTOR.name} value")
+    return value
 
 
 def grade(g: Grade | None) -> int:
@@ -30,7 +39,7 @@ def spec_from(request: claims_pb2.SubmitRequest) -> ClaimSpec:
     return ClaimSpec(
         claim_id=request.claim_id, tenant=request.tenant,
         resources=Resources(r.cpu_millis, r.memory_mb, r.disk_mb, r.gpu_mdev, tuple(sorted(set(r.gpu_types)))),
-        placement=Placement(request.placement),
+        placement=Placement(known(types_pb2.Placement, request.placement, "placement")),
         estimate_uj=request.estimate_uj if request.HasField("estimate_uj") else None,
         work_class=request.work_class, priority=request.priority,
         gang_id=request.gang_id, gang_size=request.gang_size)
@@ -99,6 +108,12 @@ def windows_from(batch: agent_pb2.WindowBatch) -> Windows:
     return Windows(_column(windows, "device_id"), _column(windows, "seq"), _column(windows, "start_ns"),
                    _column(windows, "end_ns"), uj, _grades(windows), list(map(len, shares)),
                    _column(flat, "occupant"), _column(flat, "uj"), _grades(flat), gap, lost)
+
+
+def occupancy_versions(batch: agent_pb2.WindowBatch) -> list[int]:
+    """Each window's occupancy version, beside the body's columns (the version
+    is checked, not recorded: the shares it produced are)."""
+    return _column(list(batch.windows), "occupancy_version")
 
 
 def _column(messages: list, field: str) -> list:

@@ -24,11 +24,12 @@ from scheduler.kernel.events import Released, Settled
 from scheduler.kernel import checkpoint
 from scheduler.kernel.pmap import PMap
 from scheduler.ledger.dcbor import DcborError
-from scheduler.ledger.receipts import Entry
+from scheduler.ledger.receipts import Entry, check_size
 from scheduler.ledger.steward import prepare
 from scheduler.ledger.writer import GroupCommitWriter
 from scheduler.service.committed import Committed
 from scheduler.service.principal import caller
+from scheduler.service.occupancies import Occupancies
 from scheduler.service.observed import WINDOWS, Observed, Windows, windows_body, windows_from_body
 
 log = logging.getLogger("pool.scheduler")
@@ -74,6 +75,7 @@ class Engine:
         # claim id -> the principal whose call submitted it, and whose Release ended it (receipt actors)
         self.submitted_by, self.released_by = PMap(), PMap()
         self.witness_keys: frozenset = frozenset()   # trusted witnesses' PublicKeys ([ledger] witness_keys)
+        self.occupancies = Occupancies()      # what each version was, for checking windows (evidence.py)
         self.committed = self._view(0)        # what reads serve (committed.py)
         self._listeners: list[Callable[[Change], None]] = []
         self._last: asyncio.Future | None = None   # the receipts queued last, all durable when it is
@@ -117,7 +119,8 @@ class Engine:
         restart from a checkpoint they start again from new windows."""
         snapshot = {"kernel": checkpoint.snapshot(self.state),
                     "claim_seq": dict(sorted(self.claim_seq.items())),
-                    "occupancy_seq": dict(sorted(self.occupancy_seq.items()))}
+                    "occupancy_seq": dict(sorted(self.occupancy_seq.items())),
+                    "window_ends": {w: dict(sorted(e.items())) for w, e in sorted(self.observed.ends.items())}}
         for name in ACTOR_MAPS:   # absent while empty, as in checkpoints written before actors
             if len(getattr(self, name)):
                 snapshot[name] = dict(sorted(getattr(self, name).items()))
@@ -128,6 +131,8 @@ class Engine:
         self.state = checkpoint.restore(body["kernel"])
         self.claim_seq, self.occupancy_seq = PMap(body["claim_seq"]), PMap(body["occupancy_seq"])
         self.submitted_by, self.released_by = (PMap(body.get(name, {})) for name in ACTOR_MAPS)
+        self.observed.ends = {w: dict(e) for w, e in body.get("window_ends", {}).items()}
+        self.occupancies.seed(self.state, self.occupancy_seq)
         return self
 
     def replay_entry(self, engine: Engine, entry: Entry) -> Engine:
@@ -156,6 +161,7 @@ class Engine:
             self.claim_seq = self.claim_seq.set(claim_id, seq)
         for host in hosts:
             self.occupancy_seq = self.occupancy_seq.set(host, seq)
+        self.occupancies.record(state, hosts, seq)
         claims |= mine
         workers |= hosts
         return mine
@@ -192,6 +198,9 @@ class Engine:
         records = list(records)
         actor = caller().name   # the call in progress, or the scheduler's own work
         prepared = [prepare(kind, body, now_ns, actor=actor) for kind, body, _ in records]   # a bad body changes nothing
+        prepared = [prepare(kind, body, now_ns) for kind, body, _ in records]   # a bad body changes nothing
+        for item in prepared:
+            check_size(item.kind, item.body)   # nor does one too large for a receipt (ReceiptTooLarge)
         futures: list[asyncio.Future] = []
         claims: set[str] = set()
         workers: set[str] = set()

@@ -10,6 +10,7 @@ from typing import NoReturn
 import grpc
 
 from scheduler.kernel import KernelError
+from scheduler.ledger.receipts import ReceiptTooLarge
 from scheduler.service.engine import Engine, LedgerFailed
 
 STATUS = {
@@ -34,13 +35,22 @@ STATUS = {
     "ROLE_NOT_ALLOWED": grpc.StatusCode.PERMISSION_DENIED,
     "OUT_OF_SCOPE": grpc.StatusCode.PERMISSION_DENIED,
     "UNKNOWN_WORKER": grpc.StatusCode.NOT_FOUND,
+    "CLAIM_NEVER_FITS": grpc.StatusCode.FAILED_PRECONDITION,
+    "HOST_STREAMING": grpc.StatusCode.FAILED_PRECONDITION,
+    "DEVICES_HELD": grpc.StatusCode.FAILED_PRECONDITION,
+    "TOO_LARGE": grpc.StatusCode.RESOURCE_EXHAUSTED,
+    "RATE_LIMITED": grpc.StatusCode.RESOURCE_EXHAUSTED,
+    "TOO_MANY_OPEN_CLAIMS": grpc.StatusCode.RESOURCE_EXHAUSTED,
 }
+MESSAGE_CHARS = 1_000   # a refusal quotes at most this much: it may echo a hostile field
 
 
 class Refused(Exception):
     """A request refused before it changed anything."""
 
     def __init__(self, code: str, message: str, metadata: tuple[tuple[str, str], ...] = ()) -> None:
+        if len(message) > MESSAGE_CHARS:
+            message = message[:MESSAGE_CHARS] + "…"
         super().__init__(f"{code}: {message}")
         self.code = code
         self.status = STATUS[code]
@@ -63,6 +73,10 @@ def not_ready(engine: Engine) -> Refused:
     if engine.waiting_for is not None:
         return Refused("NOT_READY", f"start-up waits until the ledger can be written: {engine.waiting_for}")
     return Refused("NOT_READY", "the ledger is still being verified and replayed")
+
+
+def too_large(error: ReceiptTooLarge) -> Refused:
+    return Refused("TOO_LARGE", str(error))
 
 
 def checked(result):
@@ -92,6 +106,8 @@ def guarded(method: Callable) -> Callable:
             return await method(self, request, context)
         except Refused as error:
             await abort(self.engine, context, error)
+        except ReceiptTooLarge as error:
+            await abort(self.engine, context, too_large(error))
         except LedgerFailed as error:
             await context.abort(grpc.StatusCode.UNAVAILABLE, f"LEDGER_UNAVAILABLE: {error}")
 

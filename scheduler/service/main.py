@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import gc
 import logging
+import resource
 import signal
 import sys
 import time
@@ -46,7 +47,7 @@ from scheduler.service.tls import ReloadableTls, TlsFileError
 log = logging.getLogger("pool.scheduler")
 SERVICES = ("pool.v1.Claims", "pool.v1.AgentService", "pool.v1.Operations", "")
 TICK_S = 1.0             # how often the pending queue and the accounting period are looked at
-RECONNECT_GRACE_S = 30   # after start-up, agents that have not come back are marked not live
+RECONNECT_GRACE_S = 30   # a host with no stream for this long (since start-up, or its last) is marked not live
 GC_THRESHOLD = 50_000   # allocations between young-generation collections (default 700)
 PROBE_EVERY_S = 1.0     # while the ledger's disk is full, how often a test write is tried
 STEPPED_DOWN = 3        # exit status of a leader that lost the shared ledger (restarted, it stands by)
@@ -67,6 +68,28 @@ class StartupError(Exception):
     def __init__(self, message: str, exit_status: int = 2) -> None:
         super().__init__(message)
         self.exit_status = exit_status
+
+
+def server_options(limits) -> list[tuple[str, int]]:
+    """The gRPC server's stated limits ([limits], docs/OPERATIONS.md): message
+    size, streams per connection, idle connections closed, dead peers found."""
+    return [("grpc.max_receive_message_length", limits.max_message_bytes),
+            ("grpc.max_send_message_length", limits.max_message_bytes),
+            ("grpc.max_concurrent_streams", limits.max_streams_per_connection),
+            ("grpc.max_connection_idle_ms", limits.connection_idle_s * 1000),
+            ("grpc.keepalive_time_ms", limits.keepalive_s * 1000),
+            ("grpc.keepalive_timeout_ms", 20_000),
+            ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+            ("grpc.keepalive_permit_without_calls", 1)]
+
+
+def raise_file_limit() -> None:
+    """Every connection is a file: take the hard limit, as Go does, so that a
+    soft limit of 1,024 is not what stops the scheduler answering (the unit
+    sets LimitNOFILE as well)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 def exit_status(failure: BaseException) -> int:
@@ -129,7 +152,8 @@ class Scheduler:
                                      state=lambda: self.engine.state if self.engine.ready else None,
                                      on_refused=lambda code: self.engine.on_refused(code))
         self.tls = ReloadableTls(config.server.tls) if config.server.tls else None
-        self.server = grpc.aio.server(interceptors=[self.authorizer])
+        self.server = grpc.aio.server(interceptors=[self.authorizer], options=server_options(config.limits),
+                                      maximum_concurrent_rpcs=config.limits.max_concurrent_rpcs)
         claims_pb2_grpc.add_ClaimsServicer_to_server(ClaimsServicer(self.engine), self.server)
         agent_pb2_grpc.add_AgentServiceServicer_to_server(self.agents, self.server)
         operations = OperationsServicer(self.engine, self.agents)
@@ -224,6 +248,7 @@ class Scheduler:
                    else StartupError(f"LEDGER_UNAVAILABLE: {failure}", 1)) from None
         if changed:
             log.info("configuration recorded (digest %s)", config_event.digest.hex()[:16])
+        self.agents.started = time.monotonic()   # agents could not connect before: their grace starts now
         self.engine.ready = True
         await self._set_health(health_pb2.HealthCheckResponse.SERVING)
         daemon.ready(f"serving on {self.config.server.listen}")
@@ -260,7 +285,6 @@ class Scheduler:
         """Periodic work: admit what time alone makes admissible (a new accounting
         period), mark agents that did not come back after a restart not live,
         and ping the watchdog."""
-        started = time.monotonic()
         while True:
             await asyncio.sleep(TICK_S)
             if self.engine.failed is not None:
@@ -268,11 +292,11 @@ class Scheduler:
             daemon.watchdog()
             if period_roll(self.engine.state, time.time_ns()) is not None:
                 await self.engine.decide([], time.time_ns())
-            if time.monotonic() - started > RECONNECT_GRACE_S:
-                await self._mark_absent_agents()
+            await self._mark_absent_agents()
 
     async def _mark_absent_agents(self) -> None:
-        absent = [w for w, worker in self.engine.state.workers.items() if worker.live and not self.agents.live(w)]
+        absent = [w for w, worker in self.engine.state.workers.items()
+                  if worker.live and self.agents.absent_s(w) > RECONNECT_GRACE_S]
         if absent:
             await self.engine.decide([WorkerLiveness(w, False) for w in sorted(absent)], time.time_ns())
 
@@ -345,6 +369,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{args.config}: valid ({len(config.tenants)} tenants, {len(config.work_classes)} work classes)")
         return
     daemon.setup_logging(config.server.log_level)
+    raise_file_limit()
     raise SystemExit(asyncio.run(serve(config, args.config, args.accept_ledger_loss)))
 
 

@@ -126,17 +126,19 @@ def windows_from_body(body: Mapping[str, Any]) -> tuple[str, Windows]:
                                    *(body.get(name) for name in Windows._fields[_SHARES:]))
 
 
-def occupants(state: ClusterState, worker: str) -> dict[str, list[str]]:
-    """Admitted claims by the device they occupy on a host: GPU holders by
-    device id, and under CPU_PREFIX every claim with reserved CPU (it shares
-    each CPU package of the host)."""
-    by_device: dict[str, list[str]] = defaultdict(list)
-    for claim_id in (state.loads[worker].active if worker in state.loads else ()):
+def occupants(state: ClusterState, host: str) -> dict[str, dict[str, int]]:
+    """Admitted claims on a host by what they occupy, with their weights: each
+    GPU by device id (milli-devices), and under CPU_PREFIX every claim with
+    reserved CPU (cpu_millis; it shares each CPU package of the host). The
+    one home of a host's occupancy: what is sent to agents, what windows are
+    checked against (evidence.py) and who observes a window (below)."""
+    by_device: dict[str, dict[str, int]] = {}
+    for claim_id in (state.loads[host].active if host in state.loads else ()):
         claim = state.claims[claim_id]
         for share in claim.devices:
-            by_device[share.device_id].append(claim_id)
+            by_device.setdefault(share.device_id, {})[claim_id] = share.mdev
         if claim.spec.resources.cpu_millis:
-            by_device[CPU_PREFIX].append(claim_id)
+            by_device.setdefault(CPU_PREFIX, {})[claim_id] = claim.spec.resources.cpu_millis
     return by_device
 
 
@@ -153,6 +155,9 @@ class Observed:
         # since the state was rebuilt: (worker, reason) -> gap ns, worker -> measured windows lost
         self.unaccounted_ns: dict[tuple[str, str], int] = defaultdict(int)
         self.lost_windows: dict[str, int] = defaultdict(int)
+        # per host, per device: the end_ns of its last counted window (evidence.py's "starts no
+        # earlier than the previous window ended"); rebuilt by replay, kept in checkpoints
+        self.ends: dict[str, dict[str, int]] = {}
 
     def fold(self, state: ClusterState, worker: str, windows: Windows, seq: int) -> Metered | None:
         """Record a batch, from the receipt `seq`; the Metered event it means for
@@ -169,10 +174,11 @@ class Observed:
         on_device = occupants(state, worker)
         self._observe(on_device, fresh, owner, seq)
         self._gaps(state, worker, on_device, fresh, seq)
+        self.ends.setdefault(worker, {}).update(zip(fresh.device, fresh.end_ns))
         admitted = {o for o, c in claims.items() if c is not None and c.state is ClaimState.ADMITTED}
         return Metered(worker, fresh.seq[-1], _deltas(admitted, fresh))
 
-    def _observe(self, on_device: Mapping[str, list[str]], w: Windows, owner: list[int], seq: int) -> None:
+    def _observe(self, on_device: Mapping[str, Mapping[str, int]], w: Windows, owner: list[int], seq: int) -> None:
         """Each claim on a window's device sees the window: its own share's µJ
         and grade (none if the window has no figure), else the window's grade."""
         if not on_device:

@@ -3,10 +3,15 @@ no receipt, no state (issue 6)."""
 
 from __future__ import annotations
 
+import time
+
 import grpc
 import pytest
 
 from protos.pool.v1 import agent_pb2, claims_pb2, ops_pb2, types_pb2
+
+
+SECOND = 1_000_000_000
 
 
 def submit(**fields) -> claims_pb2.SubmitRequest:
@@ -103,9 +108,12 @@ def test_a_window_whose_shares_do_not_add_up_is_refused_whole(cluster):
     s = cluster()
     s.agents.Register(agent_pb2.RegisterRequest(host_id="h1", devices=[
         types_pb2.DeviceMeter(device_id="GPU-1", kind=types_pb2.GPU, device_type="NVIDIA H200")]), timeout=10)
-    good = agent_pb2.Window(device_id="GPU-1", seq=1, start_ns=1, end_ns=2, uj=10, grade=types_pb2.GRADE_HW_SHUNT,
+    t = time.time_ns() - 10 * SECOND
+    good = agent_pb2.Window(device_id="GPU-1", seq=1, start_ns=t, end_ns=t + SECOND, uj=10,
+                            grade=types_pb2.GRADE_HW_SHUNT,
                             shares=[types_pb2.Share(occupant="unallocated", uj=10, grade=types_pb2.GRADE_HW_SHUNT)])
-    bad = agent_pb2.Window(device_id="GPU-1", seq=2, start_ns=2, end_ns=3, uj=10, grade=types_pb2.GRADE_HW_SHUNT,
+    bad = agent_pb2.Window(device_id="GPU-1", seq=2, start_ns=t + SECOND, end_ns=t + 2 * SECOND, uj=10,
+                           grade=types_pb2.GRADE_HW_SHUNT,
                            shares=[types_pb2.Share(occupant="unallocated", uj=9, grade=types_pb2.GRADE_HW_SHUNT)])
     error = _stream(s, agent_pb2.AgentMessage(hello=agent_pb2.Hello(host_id="h1")),
                     agent_pb2.AgentMessage(batch=agent_pb2.WindowBatch(windows=[good, bad])))

@@ -9,13 +9,29 @@ import pytest
 from protos.pool.v1 import agent_pb2, types_pb2
 from scheduler.kernel import ClusterState
 from scheduler.ledger import dcbor
-from scheduler.service.agents import _check_windows
+from scheduler.service import evidence
+from scheduler.service.config import Limits
 from scheduler.service.convert import windows_from
 from scheduler.service.errors import Refused
+from scheduler.service.occupancies import Issued
 from scheduler.service.observed import Observed, Windows, windows_body, windows_from_body
 
 HW, MODEL = types_pb2.GRADE_HW_SHUNT, types_pb2.GRADE_MODEL_BASED
 METERS = [types_pb2.DeviceMeter(device_id="GPU-0", kind=types_pb2.GPU)]
+NOW = 10_000_000_000   # the scheduler's clock in these tests: windows are 100 ns long, well before it
+
+
+def context(**fields) -> evidence.Context:
+    """What the rules check against: one GPU, nothing counted yet, version 0 still good."""
+    base = dict(host="h1", device_types=evidence.device_types(METERS), packages=frozenset(), acked=0, ends={},
+                now_ns=NOW, limits=Limits(max_window_age_s=1_000),
+                occupancy=lambda v: Issued(v, {}) if v == 0 else None)
+    return evidence.Context(**{**base, **fields})
+
+
+def check(w: Windows, **fields) -> None:
+    evidence.check_order("h1", w)
+    evidence.check(context(**fields), w, [0] * len(w.seq))
 
 
 def window(seq: int, uj: int | None = 10, shares: tuple = (("unallocated", 10, HW),), **fields) -> agent_pb2.Window:
@@ -60,19 +76,50 @@ def test_since_keeps_the_windows_above_a_seq_with_their_shares():
     (window(1), "seq must be ≥ 1 and above the seq before it"),
     (window(2, end_ns=200), "end_ns must be after start_ns"),
     (window(2, grade=types_pb2.GRADE_UNSPECIFIED), "the window and each of its shares need a grade"),
-    (window(2, shares=(("a", 10, 0),)), "the window and each of its shares need a grade"),
+    (window(2, shares=(("unallocated", 10, 0),)), "the window and each of its shares need a grade"),
     (window(2, uj=None), "a window with no figure has no shares"),
     (window(2, shares=(("a", 4, HW), ("b", 5, HW))), "shares sum to 9, not 10"),
     (window(2, gap_reason=types_pb2.GAP_COUNTER_RESET), "a window with a figure has no gap reason"),
+    (window(2, shares=(("a", 4, HW), ("unallocated", 6, HW))),
+     "shares [a=4/HwShunt, unallocated=6/HwShunt] (2) are not occupancy version 0's split: "
+     "[unallocated=10/HwShunt] (1)"),
+    (window(2, start_ns=150), "start_ns 150 is before the end of the device's previous window, 200"),
+    (window(2, uj=10 ** 12, shares=(("unallocated", 10 ** 12, HW),)),
+     "1000000000000 µJ in 100 ns is above 1500 W, the most a '' device may draw"),
+    (window(2, end_ns=NOW + 11 * 10 ** 9), f"end_ns {NOW + 11 * 10 ** 9} is more than 10 s after the scheduler's clock"),
 ])
 def test_a_bad_window_refuses_the_batch_by_its_seq(bad, problem):
     with pytest.raises(Refused) as refused:
-        _check_windows("h1", batch(window(1), bad, window(3, device_id="GPU-8")), METERS)
+        check(batch(window(1), bad, window(3, device_id="GPU-8")))
     assert str(refused.value) == f"INVALID_WINDOW: window seq {bad.seq} from 'h1': {problem}"
 
 
+def test_windows_checked_against_what_the_scheduler_holds():
+    w = batch(window(5))
+    with pytest.raises(Refused, match="seq is more than 3 above the 1 counted"):
+        check(w, acked=1, limits=Limits(max_seq_advance=3, max_window_age_s=1_000))
+    with pytest.raises(Refused, match="start_ns 500 is before the end of the device's previous window, 501"):
+        check(w, ends={"GPU-0": 501})
+    with pytest.raises(Refused, match="start_ns 500 is more than 5 s before"):
+        check(w, limits=Limits(max_window_age_s=5))
+    with pytest.raises(Refused, match="occupancy version 0 was superseded at 0, more than 0 s before"):
+        check(w, occupancy=lambda v: Issued(v, {}, 0), limits=Limits(occupancy_grace_s=0, max_window_age_s=1_000))
+    with pytest.raises(Refused, match="occupancy version 0 is not one the scheduler sent"):
+        check(w, occupancy=lambda v: None)
+    check(w, ends={"GPU-0": 500})   # starting where the last one ended is fine
+
+
+def test_shares_must_be_the_occupancys_own_split():
+    held = lambda v: Issued(v, {"GPU-0": {"a": 250, "unallocated": 750}})  # noqa: E731
+    evidence.check(context(occupancy=held), batch(window(1, shares=(("a", 3, MODEL), ("unallocated", 7, MODEL)))), [7])
+    for shares in ((("a", 10, MODEL),), (("a", 2, MODEL), ("unallocated", 8, MODEL)),
+                   (("a", 3, HW), ("unallocated", 7, HW)), (("b", 3, MODEL), ("unallocated", 7, MODEL))):
+        with pytest.raises(Refused, match="are not occupancy version 7's split"):
+            evidence.check(context(occupancy=held), batch(window(1, shares=shares)), [7])
+
+
 def test_good_windows_pass():
-    _check_windows("h1", batch(window(1), window(2, uj=None, shares=()), window(3, device_id="cpu:0")), METERS)
+    check(batch(window(1), window(2, uj=None, shares=()), window(3, device_id="cpu:0")))
 
 
 def test_the_body_folds_like_the_live_batch():

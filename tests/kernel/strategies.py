@@ -38,7 +38,7 @@ def trees(draw) -> list[Tenant]:
 claim_specs = st.builds(
     dict,
     tenant=st.sampled_from(["root", "a", "b", "c", "a1"]),
-    estimate=st.integers(0, 60),
+    estimate=st.integers(1, 50),   # positive (RULES §3), and within the smallest root (50)
     by_class=st.booleans(),
     gpu_mdev=st.sampled_from([0, 250, 500, 1000, 2000]),
     memory_mb=st.integers(0, 600),

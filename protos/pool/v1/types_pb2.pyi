@@ -38,6 +38,12 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ROLE_NOT_ALLOWED: _ClassVar[ErrorCode]
     OUT_OF_SCOPE: _ClassVar[ErrorCode]
     UNKNOWN_WORKER: _ClassVar[ErrorCode]
+    CLAIM_NEVER_FITS: _ClassVar[ErrorCode]
+    HOST_STREAMING: _ClassVar[ErrorCode]
+    DEVICES_HELD: _ClassVar[ErrorCode]
+    TOO_LARGE: _ClassVar[ErrorCode]
+    RATE_LIMITED: _ClassVar[ErrorCode]
+    TOO_MANY_OPEN_CLAIMS: _ClassVar[ErrorCode]
 
 class Placement(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -130,6 +136,12 @@ UNKNOWN_PRINCIPAL: ErrorCode
 ROLE_NOT_ALLOWED: ErrorCode
 OUT_OF_SCOPE: ErrorCode
 UNKNOWN_WORKER: ErrorCode
+CLAIM_NEVER_FITS: ErrorCode
+HOST_STREAMING: ErrorCode
+DEVICES_HELD: ErrorCode
+TOO_LARGE: ErrorCode
+RATE_LIMITED: ErrorCode
+TOO_MANY_OPEN_CLAIMS: ErrorCode
 PLACEMENT_SHARED: Placement
 PLACEMENT_EXCLUSIVE: Placement
 CLAIM_STATE_UNSPECIFIED: ClaimState

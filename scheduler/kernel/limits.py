@@ -1,0 +1,56 @@
+"""The bounds on every field a client names (RULES §10: bad input changes
+nothing). One home: the kernel's validation, the service's conversions and
+the evidence rules all read them from here."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import replace
+
+from protos.energy import UNALLOCATED
+
+from .placement import check_worker
+from .snapshot import ClaimSpec, ClusterState, Worker, WorkerLoad
+
+NAME = re.compile(r"[A-Za-z0-9._:-]{1,128}")   # claim, gang, work class, host and device ids
+NAME_RULE = "[A-Za-z0-9._:-]{1,128}"
+RESERVED = frozenset({UNALLOCATED})            # occupant names the scheduler itself uses
+MAX_GPU_TYPES = 16                             # entries in a request's gpu_types
+MAX_GPU_TYPE_CHARS = 64                        # characters in one GPU type name
+MAX_GANG_SIZE = 10_000                         # members a gang may declare
+MAX_DEVICES = 256                              # devices one host may register
+
+
+def name_error(value: object) -> str | None:
+    """Why `value` is not a valid id, or None."""
+    if not isinstance(value, str) or not NAME.fullmatch(value):
+        return f"must match {NAME_RULE}"
+    if value in RESERVED:
+        return f"{value!r} is reserved"
+    return None
+
+
+def fits_no_worker(workers: Iterable[Worker], spec: ClaimSpec) -> bool:
+    """No worker could take the claim even empty, live and uncordoned (RULES §5's checks,
+    placement.check_worker). Stops at the first that could: usually the first."""
+    return not any(check_worker(replace(w, live=True, cordoned=False), WorkerLoad(device_used=(0,) * len(w.devices)), spec)[1]
+                   is not None for w in workers)
+
+
+def never_fits(state: ClusterState, spec: ClaimSpec, hold_uj: int) -> tuple[str, str] | None:
+    """(field, why) when a claim can never be admitted as the cluster stands:
+    its hold or milli-devices above the root's guarantee, or no registered
+    worker able to take it even empty. Refused at submission rather than left
+    pending, since only a new configuration or larger hardware could admit it
+    (docs/RULES.md). With no worker registered yet, workers are not judged."""
+    root = state.tree.nodes[state.tree.root]
+    if hold_uj > root.guarantee_uj:
+        field = "estimate_uj" if spec.estimate_uj == hold_uj else "work_class"
+        return field, f"its hold of {hold_uj} µJ is above the root's guarantee of {root.guarantee_uj} µJ"
+    if spec.resources.gpu_mdev > root.guarantee_mdev:
+        return "resources.gpu_mdev", (f"{spec.resources.gpu_mdev} mdev is above the root's guarantee of "
+                                      f"{root.guarantee_mdev} mdev")
+    if state.workers and fits_no_worker(state.workers.values(), spec):
+        return "resources", "no registered worker could take it even empty"
+    return None
