@@ -18,7 +18,7 @@ from protos.pool.v1 import claims_pb2, claims_pb2_grpc, types_pb2
 from scheduler.ctl.ops import render_explain
 from scheduler.ctl.output import (EXIT_FAILED, CtlError, duration, emit, emit_line, int32, now_ns, output, table,
                                   uint32, uint64, utc, yes_no)
-from scheduler.ctl.wire import as_ctl_error, call, channel, grade_label, online_verb, to_doc
+from scheduler.ctl.wire import as_ctl_error, call, channel, grade_label, online_verb, pages, to_doc
 
 _STATES = [v.name for v in types_pb2.ClaimState.DESCRIPTOR.values if v.number]
 _SORTS = ("queue", "age", "priority", "tenant", "id")
@@ -167,7 +167,7 @@ def _list(args: Any) -> int:
         return 0
     states = [s for group in args.state for s in group]
     request = claims_pb2.ListClaimsRequest(tenant=args.tenant, states=[types_pb2.ClaimState.Value(s) for s in states])
-    claims = [to_doc(c) for c in call(_stub(args).List, request).claims]
+    claims = [to_doc(c) for page in pages(_stub(args).List, request) for c in page.claims]
     claims = [c for c in claims if (not args.worker or c["worker"] == args.worker)
               and (not args.gang or c["gang_id"] == args.gang)]
     emit(args, {"claims": sort_claims(claims, args.sort)}, lambda doc: render_claims(doc["claims"]))

@@ -37,7 +37,7 @@ from scheduler.ctl import plots
 from scheduler.ctl.ops import (label_unallocated, render_explain, render_preemption, render_reclamation,
                                render_split_totals, render_tenants)
 from scheduler.ctl.output import CtlError, add_output_flag, output, table
-from scheduler.ctl.wire import as_ctl_error, grade_label, to_doc
+from scheduler.ctl.wire import as_ctl_error, grade_label, pages, to_doc
 from scheduler.ledger import export, keys, witness
 from scheduler.ledger.verify import verify
 
@@ -287,7 +287,7 @@ key = "{self.pki / f'{AGENT_HOST}.key'}"
     def measured_for(self, claim_ids: list[str], windows: int) -> None:
         """Wait until each claim has energy from at least `windows` windows."""
         def enough() -> bool:
-            rows = self.ops.Splits(ops_pb2.SplitsRequest()).rows
+            rows = [r for page in pages(self.ops.Splits, ops_pb2.SplitsRequest()) for r in page.rows]
             return all(sum(r.claim_id == c for r in rows) >= windows for c in claim_ids)
         self._wait(f"{windows} metered windows for {', '.join(claim_ids)}", enough, 40)
 
@@ -397,7 +397,9 @@ key = "{self.pki / f'{AGENT_HOST}.key'}"
             self.say(f"No idle threshold is known for {', '.join(self.gpus)}: nothing is reclaimed (RULES §8).")
 
     def splits(self) -> None:
-        splits = label_unallocated(to_doc(self.ops.Splits(ops_pb2.SplitsRequest())))
+        answers = list(pages(self.ops.Splits, ops_pb2.SplitsRequest()))
+        splits = label_unallocated({"totals": to_doc(answers[0])["totals"],
+                                    "rows": [r for a in answers for r in to_doc(a)["rows"]]})
         totals = {t["tenant"]: {"uj": t["uj"], "grade": t["grade"]} for t in splits["totals"]}
         self.show("Per-tenant joule splits (every window of the device fully accounted)",
                   render_split_totals(splits["totals"]))

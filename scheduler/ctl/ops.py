@@ -11,7 +11,7 @@ from protos.energy import format_uj, format_uw
 from protos.pool.v1 import ops_pb2, ops_pb2_grpc
 from scheduler.ctl import plots
 from scheduler.ctl.output import CtlError, EXIT_FAILED, emit, output, table, uint64, yes_no
-from scheduler.ctl.wire import call, channel, grade_label, online_verb, to_doc
+from scheduler.ctl.wire import call, channel, grade_label, online_verb, pages, to_doc
 
 UNALLOCATED = "(unallocated)"   # the tenant of the devices' unallocated remainder, in every table and JSON
 
@@ -174,7 +174,10 @@ def _ok(check: dict) -> str:
 
 def _splits(args: Any) -> int:
     request = ops_pb2.SplitsRequest(tenant=args.tenant, since_ns=args.since, device_id=args.device)
-    doc = label_unallocated(_ask(args, "Splits", request))
+    answers = [to_doc(a) for a in pages(ops_pb2_grpc.OperationsStub(channel(args)).Splits, request)]
+    first = answers[0]   # the totals, over every page, come with the first
+    doc = label_unallocated({"rows": [r for a in answers for r in a["rows"]], "totals": first["totals"],
+                             "devices": first["devices"], "gaps": [g for a in answers for g in a["gaps"]]})
     if args.plot:
         plots.splits(doc, args.plot)
     emit(args, doc, render_splits)

@@ -12,6 +12,7 @@ zero. Tables print grades as RULES names them (`HwShunt`).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import grpc
@@ -89,6 +90,16 @@ def call(method: Any, request: Message) -> Any:
         return method(request, timeout=TIMEOUT_S)
     except grpc.RpcError as error:
         raise as_ctl_error(error) from None
+
+
+def pages(method: Any, request: Message) -> Iterator[Any]:
+    """Every answer of a paginated call (page_token / next_page_token), in order."""
+    while True:
+        answer = call(method, request)
+        yield answer
+        if not answer.next_page_token:
+            return
+        request.page_token = answer.next_page_token
 
 
 def as_ctl_error(error: grpc.RpcError) -> CtlError:

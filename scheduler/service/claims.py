@@ -8,17 +8,21 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from itertools import islice
 
 
 from protos.limits import SUBMIT_MANY_MAX
 from protos.pool.v1 import claims_pb2, claims_pb2_grpc, types_pb2
 from scheduler import kernel
 from scheduler.kernel import Claim, ClaimState, ClusterState, Reason
-from scheduler.service import convert
+from scheduler.service import convert, pages
+from scheduler.service.config import Limits
 from scheduler.service.committed import Committed
 from scheduler.service.engine import Change, Engine
 from scheduler.service.errors import Refused, abort, checked, guarded, not_ready
+from scheduler.service.limits import OpenClaims, RateLimiter
+from scheduler.service.principal import caller
 
 WATCH_QUEUE = 10_000   # events a slow watcher may fall behind before it is cut off
 
@@ -38,10 +42,13 @@ def subtree(state: ClusterState, tenant: str) -> frozenset[str] | None:
 
 
 class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(self, engine: Engine, limits: Limits = Limits()) -> None:
+        self.engine, self.limits = engine, limits
         self._watchers: dict[asyncio.Queue, Callable[[Claim], bool]] = {}
+        self._rates = RateLimiter(limits.submits_per_s, limits.submit_burst)
+        self.open = OpenClaims(limits.max_open_claims_per_tenant)   # counted from the state when serving starts
         engine.listen(self._publish)
+        engine.listen(lambda change: self.open.changed(self.engine.state, change.claims))
 
     def status(self, claim_id: str, committed: Committed | None = None) -> claims_pb2.ClaimStatus:
         """A claim as the committed state has it (UNKNOWN_CLAIM if it has none)."""
@@ -90,6 +97,8 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
         for request in requests:
             try:
                 answer = checked(kernel.submit(state, convert.spec_from(request), now))
+                if isinstance(answer, kernel.ClaimSubmitted):
+                    self._admit_submission(answer.spec.tenant)
             except Refused as refusal:
                 refusals.append(refusal)
                 continue
@@ -97,11 +106,26 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
             if isinstance(answer, kernel.ClaimSubmitted):   # else an identical resubmission: its original answer
                 state = kernel.apply(state, answer)
                 accepted.append(answer)
-        if accepted:
-            await self.engine.decide(accepted, now, state)
-        else:
-            await self.engine.durable()
+                self.open.opened(answer.spec.tenant, answer.spec.claim_id)
+        try:
+            if accepted:
+                await self.engine.decide(accepted, now, state)
+            else:
+                await self.engine.durable()
+        finally:   # a decision that did not go through leaves its claims uncounted again
+            self.open.changed(self.engine.state, (a.spec.claim_id for a in accepted))
         return refusals
+
+    def _admit_submission(self, tenant: str) -> None:
+        """The stated limits on a new claim: its tenant's open claims, the caller's rate."""
+        if self.open.full(tenant):
+            raise Refused("TOO_MANY_OPEN_CLAIMS", f"tenant {tenant!r} has {self.open.count(tenant)} open claims, "
+                                                  f"the most allowed (limits.max_open_claims_per_tenant)")
+        principal = caller().name
+        wait = self._rates.wait_s(principal, 1, time.monotonic())
+        if wait:
+            raise Refused("RATE_LIMITED", f"{principal!r} is over {self.limits.submits_per_s} submissions a second "
+                                          f"(limits.submits_per_s); retry in {wait:.2f} s")
 
     @guarded
     async def Plan(self, request, context):
@@ -159,15 +183,22 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
 
     @guarded
     async def List(self, request, context):
+        size = pages.page_size(request.page_size, self.limits)
         committed = self.engine.committed
-        return claims_pb2.ListClaimsResponse(claims=[self.status(c.claim_id, committed) for c in self._matching(
-            committed, subtree(committed.state, request.tenant), frozenset(ClaimState(s) for s in request.states))])
+        states = frozenset(ClaimState(convert.known(types_pb2.ClaimState, s, "states")) for s in request.states)
+        matching = list(islice(self._matching(committed, subtree(committed.state, request.tenant), states,
+                                              request.page_token), size + 1))
+        more = len(matching) > size
+        return claims_pb2.ListClaimsResponse(claims=[self.status(c.claim_id, committed) for c in matching[:size]],
+                                             next_page_token=matching[size - 1].claim_id if more else "")
 
     @staticmethod
-    def _matching(committed: Committed, tenants: frozenset[str] | None, states: frozenset[ClaimState]) -> list[Claim]:
+    def _matching(committed: Committed, tenants: frozenset[str] | None, states: frozenset[ClaimState],
+                  after: str = "") -> Iterator[Claim]:
+        """Matching claims in id order, those after `after` (a page token: the last id sent)."""
         claims = committed.state.claims
-        return [claims[c] for c in sorted(claims)
-                if (tenants is None or claims[c].tenant in tenants) and (not states or claims[c].state in states)]
+        return (claims[c] for c in sorted(claims) if c > after
+                and (tenants is None or claims[c].tenant in tenants) and (not states or claims[c].state in states))
 
     async def Watch(self, request, context):
         try:

@@ -154,9 +154,10 @@ class Scheduler:
         self.tls = ReloadableTls(config.server.tls) if config.server.tls else None
         self.server = grpc.aio.server(interceptors=[self.authorizer], options=server_options(config.limits),
                                       maximum_concurrent_rpcs=config.limits.max_concurrent_rpcs)
-        claims_pb2_grpc.add_ClaimsServicer_to_server(ClaimsServicer(self.engine), self.server)
+        self.claims = ClaimsServicer(self.engine, config.limits)
+        claims_pb2_grpc.add_ClaimsServicer_to_server(self.claims, self.server)
         agent_pb2_grpc.add_AgentServiceServicer_to_server(self.agents, self.server)
-        operations = OperationsServicer(self.engine, self.agents)
+        operations = OperationsServicer(self.engine, self.agents, config.limits)
         ops_pb2_grpc.add_OperationsServicer_to_server(operations, self.server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         self.engine.on_event = self.metrics.count
@@ -249,6 +250,7 @@ class Scheduler:
         if changed:
             log.info("configuration recorded (digest %s)", config_event.digest.hex()[:16])
         self.agents.started = time.monotonic()   # agents could not connect before: their grace starts now
+        self.claims.open.rebuild(self.engine.state)
         self.engine.ready = True
         await self._set_health(health_pb2.HealthCheckResponse.SERVING)
         daemon.ready(f"serving on {self.config.server.listen}")

@@ -35,8 +35,8 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import defaultdict, deque
-from collections.abc import Mapping
-from itertools import chain, repeat
+from collections.abc import Iterator, Mapping
+from itertools import chain, islice, repeat
 from typing import Any, NamedTuple
 
 from protos.energy import GapReason, Grade, worst
@@ -149,9 +149,11 @@ class Observed:
     def __init__(self, retention: int) -> None:
         # split rows as plain tuples in SplitRow's order, grades by name, then the receipt's seq
         self.rows: deque[tuple] = deque(maxlen=retention)
+        self.rows_dropped = 0   # rows the retention has pushed out: rows[i] is row number rows_dropped + i
         # per claim: (device, start_ns, end_ns, uj, grade name, receipt seq) of its recent windows
         self._by_claim: dict[str, deque[tuple]] = defaultdict(lambda: deque(maxlen=OBSERVATIONS_PER_CLAIM))
         self.gap_records: deque[GapRecord] = deque(maxlen=retention)
+        self.gaps_dropped = 0   # likewise for the gap records
         # since the state was rebuilt: (worker, reason) -> gap ns, worker -> measured windows lost
         self.unaccounted_ns: dict[tuple[str, str], int] = defaultdict(int)
         self.lost_windows: dict[str, int] = defaultdict(int)
@@ -168,6 +170,7 @@ class Observed:
         claims = {o: state.claims.get(o) for o in set(fresh.occupant)}
         owner = fresh.window_of_shares()
         tenant = {o: c.tenant if c else "" for o, c in claims.items()}
+        self.rows_dropped += max(0, len(self.rows) + len(fresh.occupant) - (self.rows.maxlen or 0))
         self.rows.extend(zip(map(tenant.__getitem__, fresh.occupant), fresh.occupant, repeat(worker),
                              map(fresh.device.__getitem__, owner), map(fresh.start_ns.__getitem__, owner),
                              map(fresh.end_ns.__getitem__, owner), fresh.share_uj, fresh.share_grade, repeat(seq)))
@@ -197,6 +200,7 @@ class Observed:
             device = w.device[i]
             holders = on_device.get(CPU_PREFIX if device.startswith(CPU_PREFIX) else device, ())
             tenants = frozenset(state.claims[c].tenant for c in holders)
+            self.gaps_dropped += len(self.gap_records) == self.gap_records.maxlen
             self.gap_records.append(GapRecord(worker, device, w.start_ns[i], w.end_ns[i], reason, lost, tenants,
                                               seq))
             self.unaccounted_ns[worker, reason] += w.end_ns[i] - w.start_ns[i]
@@ -225,19 +229,29 @@ class Observed:
         total = None if any(o[3] is None for o in span) else sum(o[3] for o in span)
         return Observation(start, end, total, worst(GRADES[o[4]] for o in span))
 
-    def splits(self, tenants: frozenset[str] | None, since_ns: int, device_id: str, below: int) -> list[SplitRow]:
-        """The rows from receipts below seq `below`."""
-        return [SplitRow(*r[:7], GRADES[r[7]]) for r in self.rows
+    def splits(self, tenants: frozenset[str] | None, since_ns: int, device_id: str, below: int, start: int = 0
+               ) -> Iterator[tuple[int, SplitRow]]:
+        """The matching rows from receipts below seq `below`, from row number
+        `start` on, each with its number."""
+        first = max(0, start - self.rows_dropped)
+        return ((self.rows_dropped + i, SplitRow(*r[:7], GRADES[r[7]]))
+                for i, r in enumerate(islice(self.rows, first, None), first)
                 if r[8] < below and r[5] > since_ns and (not device_id or r[3] == device_id)
-                and (tenants is None or r[0] in tenants)]
+                and (tenants is None or r[0] in tenants))
 
     def gaps(self, tenants: frozenset[str] | None, since_ns: int, device_id: str, below: int) -> list[GapRecord]:
         """The gap records the same selection as `splits` covers: from receipts
         below seq `below`, on the tenants' devices (those their claims
         occupied at the time)."""
-        return [g for g in self.gap_records
+        return [g for _, g in self.numbered_gaps(tenants, since_ns, device_id, below)]
+
+    def numbered_gaps(self, tenants: frozenset[str] | None, since_ns: int, device_id: str, below: int,
+                      start: int = 0) -> Iterator[tuple[int, GapRecord]]:
+        """`gaps` from gap number `start` on, each with its number."""
+        first = max(0, start - self.gaps_dropped)
+        return ((self.gaps_dropped + i, g) for i, g in enumerate(islice(self.gap_records, first, None), first)
                 if g.seq < below and g.end_ns > since_ns and (not device_id or g.device_id == device_id)
-                and (tenants is None or not tenants.isdisjoint(g.tenants))]
+                and (tenants is None or not tenants.isdisjoint(g.tenants)))
 
 
 def _deltas(admitted: set[str], w: Windows) -> tuple[MeterDelta, ...]:

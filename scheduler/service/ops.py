@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from itertools import islice
 
 from protos.energy import Grade, worst
 from protos.pool.v1 import ops_pb2, ops_pb2_grpc
 from scheduler import kernel
 from scheduler.ledger.witness import WitnessRejected
 from scheduler.ledger.writer import GroupCommitWriter
-from scheduler.service import convert
+from scheduler.service import convert, pages
+from scheduler.service.config import Limits
 from scheduler.service.agents import AgentServicer
 from scheduler.service.claims import subtree
 from scheduler.service.engine import Engine
@@ -39,8 +41,8 @@ class Total:
 
 
 class OperationsServicer(ops_pb2_grpc.OperationsServicer):
-    def __init__(self, engine: Engine, agents: AgentServicer) -> None:
-        self.engine, self.agents = engine, agents
+    def __init__(self, engine: Engine, agents: AgentServicer, limits: Limits = Limits()) -> None:
+        self.engine, self.agents, self.limits = engine, agents, limits
 
     @property
     def _writer(self) -> GroupCommitWriter:
@@ -70,16 +72,29 @@ class OperationsServicer(ops_pb2_grpc.OperationsServicer):
 
     @guarded
     async def Splits(self, request, context):
+        size = pages.page_size(request.page_size, self.limits)
         committed = self.engine.committed
         tenants = subtree(committed.state, request.tenant)
-        rows = self.engine.observed.splits(tenants, request.since_ns, request.device_id, committed.length)
-        gaps = self.engine.observed.gaps(tenants, request.since_ns, request.device_id, committed.length)
+        start_rows, start_gaps = pages.positions(request.page_token, 2)
+        observed = self.engine.observed
+        selection = (tenants, request.since_ns, request.device_id, committed.length)
+        rows = list(islice(observed.splits(*selection, start_rows), size + 1))
+        gaps = list(islice(observed.numbered_gaps(*selection, start_gaps), size + 1))
+        more = len(rows) > size or len(gaps) > size
+        answer = ops_pb2.SplitsResponse(
+            rows=[convert.split_row(r) for _, r in rows[:size]], gaps=[convert.gap(g) for _, g in gaps[:size]],
+            next_page_token=pages.next_positions(
+                (rows[size][0] if len(rows) > size else observed.rows_dropped + len(observed.rows),
+                 gaps[size][0] if len(gaps) > size else observed.gaps_dropped + len(observed.gap_records)), more))
+        if request.page_token:
+            return answer
+        # the totals cover every page, so they come with the first
         totals: dict[str, Total] = defaultdict(Total)
         devices: dict[tuple[str, str], Total] = defaultdict(Total)
-        for row in rows:
+        for _, row in observed.splits(*selection):
             totals[row.tenant].measured(row.uj, row.grade)
             devices[row.worker, row.device_id].measured(row.uj, row.grade)
-        for g in gaps:
+        for g in observed.gaps(*selection):
             span = g.end_ns - g.start_ns
             for tenant in (g.tenants if tenants is None else g.tenants & tenants):
                 totals[tenant].unaccounted_ns += span
@@ -87,14 +102,13 @@ class OperationsServicer(ops_pb2_grpc.OperationsServicer):
                 totals[""].unaccounted_ns += span   # the unallocated remainder is unknown in a gap too
             devices[g.worker, g.device_id].unaccounted_ns += span
             devices[g.worker, g.device_id].lost_windows += g.lost_windows
-        return ops_pb2.SplitsResponse(
-            rows=[convert.split_row(r) for r in rows],
-            totals=[ops_pb2.TenantTotal(tenant=t, uj=total.uj, grade=total.grade(),
-                                        unaccounted_ns=total.unaccounted_ns) for t, total in sorted(totals.items())],
-            devices=[ops_pb2.DeviceTotal(worker=w, device_id=d, uj=total.uj, grade=total.grade(),
-                                         unaccounted_ns=total.unaccounted_ns, lost_windows=total.lost_windows)
-                     for (w, d), total in sorted(devices.items())],
-            gaps=[convert.gap(g) for g in gaps])
+        answer.totals.extend(ops_pb2.TenantTotal(tenant=t, uj=total.uj, grade=total.grade(),
+                                                 unaccounted_ns=total.unaccounted_ns)
+                             for t, total in sorted(totals.items()))
+        answer.devices.extend(ops_pb2.DeviceTotal(worker=w, device_id=d, uj=total.uj, grade=total.grade(),
+                                                  unaccounted_ns=total.unaccounted_ns, lost_windows=total.lost_windows)
+                              for (w, d), total in sorted(devices.items()))
+        return answer
 
     @guarded
     async def PreemptionOrder(self, request, context):

@@ -63,8 +63,11 @@ class AgentServiceServicer:
         """Announce a host, its capacity and its meters. Idempotent: a host that
         registers again (agent restart, reconnect) replaces its capacity and
         meters, and learns the last window sequence the scheduler has counted.
-        Errors: INVALID_ARGUMENT (INVALID_ARGUMENT: empty host id, a device
-        listed twice); UNAVAILABLE (NOT_READY).
+        Errors: INVALID_ARGUMENT (INVALID_ARGUMENT: a host or device id not matching
+        [A-Za-z0-9._:-]{1,128}, a device listed twice, more than 256 devices, a
+        device_type over 64 characters, an enum value outside this contract);
+        FAILED_PRECONDITION (DEVICES_HELD: the devices leave out a GPU that an
+        admitted claim holds); UNAVAILABLE (NOT_READY).
         Callers: agent. Scope: agent: host_id equals the caller's CN.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -73,11 +76,28 @@ class AgentServiceServicer:
 
     def Stream(self, request_iterator, context):
         """One long-lived stream per agent. The first message must be a Hello for a
-        registered host (else FAILED_PRECONDITION, UNREGISTERED_AGENT). Up: batches
-        of windows. Down: acknowledgements and occupancy. A window whose seq is at
-        or below the acknowledged sequence is a resend and is counted once.
-        Errors: FAILED_PRECONDITION (UNREGISTERED_AGENT), INVALID_ARGUMENT
-        (INVALID_WINDOW, naming the window's seq and the problem).
+        registered host (else FAILED_PRECONDITION, UNREGISTERED_AGENT) that is not
+        live on another stream (else FAILED_PRECONDITION, HOST_STREAMING). Up:
+        batches of windows. Down: acknowledgements and occupancy. A window whose
+        seq is at or below the acknowledged sequence is a resend and is counted
+        once. Every new window must pass the evidence rules (docs/OPERATIONS.md,
+        "What the scheduler refuses from an agent"): its device registered; its
+        seq at most limits.max_seq_advance above the acknowledged one; end_ns
+        after start_ns, at most limits.clock_skew_s after the scheduler's clock,
+        start_ns at most limits.max_window_age_s before it and no earlier than the
+        end of the device's previous window; graded; uj at most duration × the
+        device type's maximum power; shares summing to uj and equal to the split
+        (RULES §2) of uj by the occupancy whose version it names, which the
+        scheduler sent and superseded (sent a newer one) at most
+        limits.occupancy_grace_s before end_ns (version 0: every device wholly
+        "unallocated", for windows ending before this stream's first occupancy).
+        A batch with a bad window is refused whole and leaves no receipt. Reading
+        pauses (flow control) while limits.max_unacked_windows windows wait for
+        the agent to read their acks, or the caller is over limits.windows_per_s.
+        Errors: FAILED_PRECONDITION (UNREGISTERED_AGENT, HOST_STREAMING),
+        INVALID_ARGUMENT (INVALID_WINDOW, naming the window's seq and the problem),
+        RESOURCE_EXHAUSTED (TOO_LARGE: more than limits.max_windows_per_batch
+        windows in a batch, or a receipt over the ledger's cap).
         Callers: agent. Scope: agent: the first message's Hello host_id equals the caller's CN.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)

@@ -101,18 +101,24 @@ class GetClaimRequest(_message.Message):
     def __init__(self, claim_id: _Optional[str] = ...) -> None: ...
 
 class ListClaimsRequest(_message.Message):
-    __slots__ = ("tenant", "states")
+    __slots__ = ("tenant", "states", "page_size", "page_token")
     TENANT_FIELD_NUMBER: _ClassVar[int]
     STATES_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     tenant: str
     states: _containers.RepeatedScalarFieldContainer[_types_pb2.ClaimState]
-    def __init__(self, tenant: _Optional[str] = ..., states: _Optional[_Iterable[_Union[_types_pb2.ClaimState, str]]] = ...) -> None: ...
+    page_size: int
+    page_token: str
+    def __init__(self, tenant: _Optional[str] = ..., states: _Optional[_Iterable[_Union[_types_pb2.ClaimState, str]]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class ListClaimsResponse(_message.Message):
-    __slots__ = ("claims",)
+    __slots__ = ("claims", "next_page_token")
     CLAIMS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     claims: _containers.RepeatedCompositeFieldContainer[ClaimStatus]
-    def __init__(self, claims: _Optional[_Iterable[_Union[ClaimStatus, _Mapping]]] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, claims: _Optional[_Iterable[_Union[ClaimStatus, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class WatchRequest(_message.Message):
     __slots__ = ("claim_id", "tenant")

@@ -92,10 +92,15 @@ class ClaimsServicer:
     def Submit(self, request, context):
         """Submit a claim. Every state change is durable in the ledger before the
         answer. Resubmitting an identical request returns the original answer.
-        Errors: INVALID_ARGUMENT (INVALID_CLAIM, naming the field), NOT_FOUND
+        Errors: INVALID_ARGUMENT (INVALID_CLAIM, naming the field; INVALID_ARGUMENT
+        for an enum value outside this contract, naming the field), NOT_FOUND
         (UNKNOWN_TENANT, UNKNOWN_WORK_CLASS), ALREADY_EXISTS (DUPLICATE_CLAIM),
-        FAILED_PRECONDITION (EMPTY_WORK_CLASS), UNAVAILABLE (NOT_READY,
-        LEDGER_UNAVAILABLE).
+        FAILED_PRECONDITION (EMPTY_WORK_CLASS; CLAIM_NEVER_FITS: the hold or
+        milli-devices exceed the root's guarantee, or no registered worker could take
+        it even empty), RESOURCE_EXHAUSTED (RATE_LIMITED: the caller's submissions
+        are over limits.submits_per_s; TOO_MANY_OPEN_CLAIMS: the tenant has
+        limits.max_open_claims_per_tenant open), UNAVAILABLE (NOT_READY,
+        LEDGER_UNAVAILABLE). Nothing refused leaves a receipt.
         Callers: operator, tenant. Scope: tenant: tenant in the caller's subtrees.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -151,7 +156,10 @@ class ClaimsServicer:
         raise NotImplementedError('Method not implemented!')
 
     def List(self, request, context):
-        """Claims, optionally filtered by tenant (subtree) and state.
+        """Claims, optionally filtered by tenant (subtree) and state, a page at a
+        time in claim id order (page_size, page_token). Errors: NOT_FOUND
+        (UNKNOWN_TENANT), INVALID_ARGUMENT (page_size too large, a bad page_token,
+        a state outside this contract).
         Callers: auditor, operator, tenant. Scope: tenant: tenant in the caller's subtrees; empty: the caller's one subtree.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -160,7 +168,8 @@ class ClaimsServicer:
 
     def Watch(self, request, context):
         """A stream of state changes: the current status of each matching claim
-        first, then every change as it becomes durable.
+        first (one message per claim, so no message grows with the backlog), then
+        every change as it becomes durable.
         Errors: NOT_FOUND (UNKNOWN_CLAIM, UNKNOWN_TENANT).
         Callers: auditor, operator, tenant. Scope: tenant: the watched claim or tenant is in the caller's subtrees; no target: the caller's one subtree.
         """

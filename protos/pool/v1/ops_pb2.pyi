@@ -232,14 +232,18 @@ class Explanation(_message.Message):
     def __init__(self, claim_id: _Optional[str] = ..., state: _Optional[_Union[_types_pb2.ClaimState, str]] = ..., reason: _Optional[_Union[_types_pb2.Reason, str]] = ..., checks: _Optional[_Iterable[_Union[EntitlementCheck, _Mapping]]] = ..., workers: _Optional[_Iterable[_Union[WorkerExplanation, _Mapping]]] = ..., queue_position: _Optional[int] = ..., worker: _Optional[str] = ..., devices_mdev: _Optional[_Mapping[str, int]] = ..., gang_member: _Optional[str] = ..., gpu_types: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SplitsRequest(_message.Message):
-    __slots__ = ("tenant", "since_ns", "device_id")
+    __slots__ = ("tenant", "since_ns", "device_id", "page_size", "page_token")
     TENANT_FIELD_NUMBER: _ClassVar[int]
     SINCE_NS_FIELD_NUMBER: _ClassVar[int]
     DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     tenant: str
     since_ns: int
     device_id: str
-    def __init__(self, tenant: _Optional[str] = ..., since_ns: _Optional[int] = ..., device_id: _Optional[str] = ...) -> None: ...
+    page_size: int
+    page_token: str
+    def __init__(self, tenant: _Optional[str] = ..., since_ns: _Optional[int] = ..., device_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class SplitRow(_message.Message):
     __slots__ = ("tenant", "claim_id", "worker", "device_id", "start_ns", "end_ns", "uj", "grade")
@@ -306,16 +310,18 @@ class Gap(_message.Message):
     def __init__(self, worker: _Optional[str] = ..., device_id: _Optional[str] = ..., start_ns: _Optional[int] = ..., end_ns: _Optional[int] = ..., reason: _Optional[_Union[_types_pb2.GapReason, str]] = ..., lost_windows: _Optional[int] = ...) -> None: ...
 
 class SplitsResponse(_message.Message):
-    __slots__ = ("rows", "totals", "devices", "gaps")
+    __slots__ = ("rows", "totals", "devices", "gaps", "next_page_token")
     ROWS_FIELD_NUMBER: _ClassVar[int]
     TOTALS_FIELD_NUMBER: _ClassVar[int]
     DEVICES_FIELD_NUMBER: _ClassVar[int]
     GAPS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     rows: _containers.RepeatedCompositeFieldContainer[SplitRow]
     totals: _containers.RepeatedCompositeFieldContainer[TenantTotal]
     devices: _containers.RepeatedCompositeFieldContainer[DeviceTotal]
     gaps: _containers.RepeatedCompositeFieldContainer[Gap]
-    def __init__(self, rows: _Optional[_Iterable[_Union[SplitRow, _Mapping]]] = ..., totals: _Optional[_Iterable[_Union[TenantTotal, _Mapping]]] = ..., devices: _Optional[_Iterable[_Union[DeviceTotal, _Mapping]]] = ..., gaps: _Optional[_Iterable[_Union[Gap, _Mapping]]] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, rows: _Optional[_Iterable[_Union[SplitRow, _Mapping]]] = ..., totals: _Optional[_Iterable[_Union[TenantTotal, _Mapping]]] = ..., devices: _Optional[_Iterable[_Union[DeviceTotal, _Mapping]]] = ..., gaps: _Optional[_Iterable[_Union[Gap, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class PreemptionOrderRequest(_message.Message):
     __slots__ = ("for_claim_id",)

@@ -1,0 +1,30 @@
+"""Answers a page at a time (List, Splits), so that no answer grows with the
+cluster past the message size limit: `page_size` items at most, and an
+opaque `next_page_token` to ask for the rest."""
+
+from __future__ import annotations
+
+from scheduler.service.config import Limits
+from scheduler.service.errors import Refused
+
+
+def page_size(requested: int, limits: Limits) -> int:
+    """The page size to serve: the default for 0; INVALID_ARGUMENT above the maximum."""
+    if requested > limits.max_page_size:
+        raise Refused("INVALID_ARGUMENT", f"page_size: at most {limits.max_page_size}")
+    return requested or limits.page_size
+
+
+def positions(token: str, n: int) -> tuple[int, ...]:
+    """The `n` positions a token of `next_positions` names (zeros for the first page)."""
+    if not token:
+        return (0,) * n
+    parts = token.split(".")
+    if len(parts) != n or not all(p.isascii() and p.isdigit() and len(p) <= 20 for p in parts):
+        raise Refused("INVALID_ARGUMENT", "page_token: not a token this server gave")
+    return tuple(map(int, parts))
+
+
+def next_positions(at: tuple[int, ...], more: bool) -> str:
+    """The token for a next page starting at the positions `at` ("" when there is none)."""
+    return ".".join(map(str, at)) if more else ""
