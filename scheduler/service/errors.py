@@ -58,7 +58,7 @@ class Refused(Exception):
 
 
 # codes whose point is a malformed field: their message starts with the field's name
-NAMES_FIELD = {"INVALID_CLAIM", "INVALID_ARGUMENT", "PROGRESS_REGRESSED"}
+NAMES_FIELD = {"INVALID_CLAIM", "INVALID_ARGUMENT", "PROGRESS_REGRESSED", "CLAIM_NEVER_FITS"}
 
 
 def refused(error: KernelError) -> Refused:

@@ -27,6 +27,7 @@ import time
 import tomllib
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import grpc
 import pytest
@@ -337,6 +338,12 @@ class Agent:
         if self.process.poll() is None:
             self.process.terminate()
             self.process.wait(timeout=20)
+
+
+@pytest.fixture(scope="session")
+def harness() -> SimpleNamespace:
+    """This module's names, for test modules (importlib mode cannot import conftest)."""
+    return SimpleNamespace(TREE=TREE, Scheduler=Scheduler, wait_for=wait_for)
 
 
 @pytest.fixture

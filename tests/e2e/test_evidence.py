@@ -1,0 +1,425 @@
+"""Issue 12's found cases, each against a real scheduler: the scheduler
+believes only what it can check, every field is bounded, and no input stops
+it. Each refusal is asserted by its gRPC status, its code and its reason,
+and leaves the ledger head and the state as they were."""
+
+from __future__ import annotations
+
+import queue
+import resource
+import socket
+import threading
+import time
+
+import grpc
+import pytest
+
+from protos.pool.v1 import agent_pb2, claims_pb2, ops_pb2, types_pb2
+
+SECOND = 1_000_000_000
+HW, MODEL = types_pb2.GRADE_HW_SHUNT, types_pb2.GRADE_MODEL_BASED
+U64 = (1 << 64) - 1
+INVALID, PRECONDITION, EXHAUSTED = (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION,
+                                    grpc.StatusCode.RESOURCE_EXHAUSTED)
+
+
+# -- what "nothing changed" means ------------------------------------------------------
+
+def wait_for(what: str, ready, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not ready():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def observable(s) -> tuple:
+    """The ledger head and everything a client can read of the state."""
+    head = s.ops.LedgerHead(ops_pb2.LedgerHeadRequest(), timeout=10)
+    claims = s.claims.List(claims_pb2.ListClaimsRequest(), timeout=10)
+    workers = s.ops.Workers(ops_pb2.WorkersRequest(), timeout=10)
+    splits = s.ops.Splits(ops_pb2.SplitsRequest(), timeout=10)
+    return head.length, head.head, claims, workers, splits
+
+
+def refused(s, call, request, status: grpc.StatusCode, details: str) -> None:
+    """`call` is refused with `status` and a message starting `details`, and changes nothing."""
+    before = observable(s)
+    with pytest.raises(grpc.RpcError) as caught:
+        call(request, timeout=30)
+    assert caught.value.code() == status, caught.value.details()
+    assert caught.value.details().startswith(details), caught.value.details()
+    assert observable(s) == before
+
+
+# -- a fake agent: a registered host and a stream fed from the test --------------------
+
+def register(s, host: str = "h1", gpus: int = 2, devices: list | None = None):
+    devices = devices if devices is not None else [
+        types_pb2.DeviceMeter(device_id=f"{host}-gpu{i}", kind=types_pb2.GPU, device_type="NVIDIA H200")
+        for i in range(gpus)]
+    capacity = types_pb2.Capacity(resources=types_pb2.Resources(cpu_millis=64_000, memory_mb=1 << 20,
+                                                                disk_mb=1 << 20, gpu_mdev=1000 * gpus))
+    return s.agents.Register(agent_pb2.RegisterRequest(host_id=host, capacity=capacity, devices=devices), timeout=10)
+
+
+class Feed:
+    """One Stream: messages go up as the test puts them; what comes down is kept."""
+
+    def __init__(self, s, host: str = "h1", read: bool = True) -> None:
+        self._up: queue.Queue = queue.Queue()
+        self._up.put(agent_pb2.AgentMessage(hello=agent_pb2.Hello(host_id=host)))
+        self.call = s.agents.Stream(iter(self._up.get, None), timeout=60)
+        self.down: queue.Queue = queue.Queue()
+        self.error: grpc.RpcError | None = None
+        if read:
+            threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        try:
+            for message in self.call:
+                self.down.put(message)
+        except grpc.RpcError as error:
+            self.error = error
+        self.down.put(None)
+
+    def send(self, *windows: agent_pb2.Window) -> None:
+        self._up.put(agent_pb2.AgentMessage(batch=agent_pb2.WindowBatch(windows=windows)))
+
+    def occupancy(self) -> agent_pb2.Occupancy:
+        while (message := self.down.get(timeout=10)) is not None:
+            if message.HasField("occupancy"):
+                return message.occupancy
+        raise AssertionError(f"the stream ended: {self.error}")
+
+    def acked(self, seq: int) -> None:
+        while (message := self.down.get(timeout=10)) is not None:
+            if message.HasField("ack") and message.ack.acked_seq >= seq:
+                return
+        raise AssertionError(f"the stream ended before ack {seq}: {self.error}")
+
+    def ended(self) -> grpc.RpcError:
+        while self.down.get(timeout=30) is not None:
+            pass
+        assert self.error is not None
+        return self.error
+
+    def close(self) -> None:
+        self._up.put(None)
+        self.call.cancel()
+
+
+def window(seq: int, start: int, uj: int = 100_000_000, device: str = "h1-gpu0", version: int = 0,
+           shares: list | None = None, duration: int = SECOND, grade: int = HW) -> agent_pb2.Window:
+    shares = [("unallocated", uj, grade)] if shares is None else shares
+    return agent_pb2.Window(device_id=device, seq=seq, start_ns=start, end_ns=start + duration, uj=uj, grade=grade,
+                            occupancy_version=version,
+                            shares=[types_pb2.Share(occupant=o, uj=u, grade=g) for o, u, g in shares])
+
+
+def streaming(s) -> dict[str, bool]:
+    return {w.worker: w.live for w in s.ops.Workers(ops_pb2.WorkersRequest(), timeout=10).workers}
+
+
+def not_streaming(s, host: str) -> None:
+    wait_for(f"{host}'s stream to end", lambda: not streaming(s).get(host))
+
+
+def refused_batch(s, host: str, *windows: agent_pb2.Window, details: str,
+                  status: grpc.StatusCode = INVALID) -> None:
+    """A stream whose one batch is refused: the code and reason, and nothing changed."""
+    live = streaming(s).get(host)
+    before = observable(s)
+    feed = Feed(s, host)
+    feed.send(*windows)
+    error = feed.ended()
+    assert error.code() == status, error.details()
+    assert error.details().startswith(details), error.details()
+    if not live:
+        not_streaming(s, host)
+    assert observable(s) == before
+
+
+def submit(s, claim_id: str, **fields) -> claims_pb2.ClaimStatus:
+    base = dict(tenant="alpha", estimate_uj=1_000_000, resources=types_pb2.Resources(cpu_millis=10))
+    return s.claims.Submit(claims_pb2.SubmitRequest(claim_id=claim_id, **{**base, **fields}), timeout=10)
+
+
+# -- windows: checked against the scheduler's own state --------------------------------
+
+@pytest.fixture
+def held(cluster):
+    """h1 and h2 registered; claim `job` holds a quarter of one of h1's GPUs; a
+    good window counted on that GPU; an agent stream for h1 open on its occupancy."""
+    s = cluster()
+    register(s, "h1")
+    job = submit(s, "job", resources=types_pb2.Resources(gpu_mdev=250))
+    assert job.state == types_pb2.ADMITTED and job.worker == "h1", job
+    register(s, "h2")
+    feed = Feed(s, "h1")
+    occupancy = feed.occupancy()
+    device = next(d.device_id for d in occupancy.devices if "job" in d.occupants)
+    t0 = time.time_ns() - 60 * SECOND
+    feed.send(window(1, t0, 1_000, device, occupancy.version, [("job", 250, MODEL), ("unallocated", 750, MODEL)]))
+    feed.acked(1)
+    feed.close()
+    not_streaming(s, "h1")
+    return s, occupancy.version, device, t0 + SECOND
+
+
+def _job_split(uj: int) -> list:
+    return [("job", uj // 4, MODEL), ("unallocated", uj - uj // 4, MODEL)]
+
+
+def test_a_share_may_name_only_a_claim_admitted_on_that_host_and_device(held):
+    s, version, device, t = held
+    other = "h1-gpu1" if device == "h1-gpu0" else "h1-gpu0"
+    problem = "INVALID_WINDOW: window seq 2 from 'h1': shares"
+    refused_batch(s, "h1", window(2, t, 1000, other, version, _job_split(1000)), details=problem)   # another device
+    refused_batch(s, "h2", window(2, t, 1000, "h2-gpu0", version, _job_split(1000)),
+                  details="INVALID_WINDOW: window seq 2 from 'h2': occupancy version")                 # another host
+    refused_batch(s, "h1", window(2, t, 1000, device, version, [("ghost", 250, MODEL), ("unallocated", 750, MODEL)]),
+                  details=problem)                                                                   # nobody's claim
+    refused_batch(s, "h1", window(2, t, 1000, device, version, [("unallocated", 1000, HW)]),
+                  details=problem)                                                                   # job not charged
+
+
+def test_an_occupancy_version_never_sent_is_refused(held):
+    s, version, device, t = held
+    refused_batch(s, "h1", window(2, t, 1000, device, version + 1000, _job_split(1000)),
+                  details=f"INVALID_WINDOW: window seq 2 from 'h1': occupancy version {version + 1000} is not one "
+                          "the scheduler sent")
+
+
+@pytest.mark.parametrize("start, problem", [
+    (-SECOND // 2, "start_ns {start} is before the end of the device's previous window, {t}"),   # overlaps
+    (1, "start_ns 1 is more than 604800 s before the scheduler's clock"),                      # 1970
+    (4_102_444_800 * SECOND, "end_ns {end} is more than 10 s after the scheduler's clock"),    # 2100
+])
+def test_a_window_must_follow_its_device_and_not_lie_in_the_future(held, start, problem):
+    s, version, device, t = held
+    start = t + start if start < 0 else start
+    refused_batch(s, "h1", window(2, start, 1000, device, version, _job_split(1000)),
+                  details="INVALID_WINDOW: window seq 2 from 'h1': "
+                          + problem.format(start=start, t=t, end=start + SECOND))
+
+
+def test_a_window_ending_at_2_pow_63_is_refused(held):
+    s, version, device, t = held
+    w = window(2, t, 1000, device, version, _job_split(1000))
+    w.end_ns = 1 << 63
+    refused_batch(s, "h1", w, details="INVALID_WINDOW: window seq 2 from 'h1': end_ns 9223372036854775808 is more "
+                                      "than 10 s after the scheduler's clock")
+
+
+def test_a_figure_above_the_devices_power_is_refused_and_the_claim_stays_releasable(held):
+    s, version, device, t = held
+    refused_batch(s, "h1", window(2, t, U64, device, version, _job_split(U64)),
+                  details=f"INVALID_WINDOW: window seq 2 from 'h1': {U64} µJ in 1000000000 ns is above 1000 W, "
+                          "the most a 'NVIDIA H200' device may draw")
+    assert s.claims.Release(claims_pb2.ReleaseRequest(claim_id="job"), timeout=10).state == types_pb2.RELEASED
+
+
+def test_a_seq_far_ahead_is_refused_and_real_windows_still_count(held):
+    s, version, device, t = held
+    refused_batch(s, "h1", window(U64, t, 1000, device, version, _job_split(1000)),
+                  details=f"INVALID_WINDOW: window seq {U64} from 'h1': seq is more than 1000000 above the 1 counted")
+    feed = Feed(s, "h1")
+    feed.occupancy()
+    feed.send(window(2, t, 1000, device, version, _job_split(1000)))
+    feed.acked(2)
+    feed.close()
+    not_streaming(s, "h1")
+    assert register(s, "h1").acked_seq == 2
+
+
+def test_a_second_stream_cannot_take_over_a_live_host(held):
+    s, version, device, t = held
+    feed = Feed(s, "h1")
+    feed.occupancy()
+    feed.send(window(2, t, 1000, device, version, _job_split(1000)))
+    feed.acked(2)   # h1 is live on this stream
+    refused_batch(s, "h1", details="HOST_STREAMING: host 'h1' is live on another stream", status=PRECONDITION)
+    feed.send(window(3, t + SECOND, 1000, device, version, _job_split(1000)))
+    feed.acked(3)   # the first stream carries on
+    assert streaming(s)["h1"]
+    feed.close()
+
+
+def test_a_reregistration_may_not_drop_gpus_that_claims_hold(held):
+    s, version, device, t = held
+    capacity = types_pb2.Capacity(resources=types_pb2.Resources(cpu_millis=64_000, memory_mb=1 << 20))
+    refused(s, s.agents.Register, agent_pb2.RegisterRequest(host_id="h1", capacity=capacity),
+            PRECONDITION, f"DEVICES_HELD: devices: 'h1' would drop {device!r}, which claim 'job' holds")
+
+
+def test_a_refused_first_batch_leaves_no_liveness_receipt(cluster):
+    s = cluster()
+    register(s, "h1")
+    t = time.time_ns() - 60 * SECOND
+    refused_batch(s, "h1", window(1, t, 10, shares=[("unallocated", 9, HW)]),
+                  details="INVALID_WINDOW: window seq 1 from 'h1': shares sum to 9, not 10")
+
+
+# -- claims: every field bounded ------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def quiet(tmp_path_factory, harness):
+    """One scheduler for the claim refusals (a refusal changes nothing, so they share it),
+    with a worker registered and a gang admitted."""
+    s = harness.Scheduler(tmp_path_factory.mktemp("claims")).start()
+    register(s, "h1")
+    for member in ("g-1", "g-2"):
+        submit(s, member, gang_id="g", gang_size=2)
+    yield s
+    s.stop()
+
+
+@pytest.mark.parametrize("fields, status, details", [
+    (dict(gang_id="g" * (3_900_000)), INVALID, "INVALID_CLAIM: gang_id: gang_id must match [A-Za-z0-9._:-]{1,128}"),
+    (dict(resources=types_pb2.Resources(gpu_mdev=500, gpu_types=[f"t{i}" for i in range(20_000)])), INVALID,
+     "INVALID_CLAIM: resources.gpu_types: at most 16 gpu_types of at most 64 characters each"),
+    (dict(estimate_uj=U64), PRECONDITION, "CLAIM_NEVER_FITS: estimate_uj: its hold of 18446744073709551615 µJ is "
+                                          "above the root's guarantee of 100000000000 µJ"),
+    (dict(resources=types_pb2.Resources(gpu_mdev=U64 // 1000 * 1000)), PRECONDITION,
+     "CLAIM_NEVER_FITS: resources.gpu_mdev:"),
+    (dict(resources=types_pb2.Resources(cpu_millis=U64)), PRECONDITION,
+     "CLAIM_NEVER_FITS: resources: no registered worker could take it even empty"),
+    (dict(estimate_uj=0), INVALID, "INVALID_CLAIM: estimate_uj: estimate_uj must be positive"),
+    (dict(claim_id="unallocated"), INVALID, "INVALID_CLAIM: claim_id: claim_id 'unallocated' is reserved"),
+    (dict(work_class="no such class!"), INVALID, "INVALID_CLAIM: work_class: work_class must match"),
+    (dict(gang_id="g", gang_size=2), INVALID, "INVALID_CLAIM: gang_id: gang 'g' was admitted and has open members"),
+    (dict(gang_id="g", gang_size=2 ** 31), INVALID, "INVALID_CLAIM: gang_size: a gang member needs 1 <= gang_size"),
+    (dict(placement=7), INVALID, "INVALID_ARGUMENT: placement: 7 is not a Placement value"),
+])
+def test_a_claim_out_of_bounds_is_refused_by_its_field(quiet, fields, status, details):
+    request = claims_pb2.SubmitRequest(**{**dict(claim_id="c", tenant="alpha", estimate_uj=1_000_000), **fields})
+    refused(quiet, quiet.claims.Submit, request, status, details)
+
+
+def test_gang_members_share_a_tenant(quiet):
+    submit(quiet, "t-1", gang_id="t", gang_size=3)
+    refused(quiet, quiet.claims.Submit, claims_pb2.SubmitRequest(claim_id="t-2", tenant="beta", estimate_uj=1,
+                                                                 gang_id="t", gang_size=3),
+            INVALID, "INVALID_CLAIM: gang_id: gang 't' belongs to another tenant")
+    quiet.claims.Release(claims_pb2.ReleaseRequest(claim_id="t-1"), timeout=10)
+
+
+def test_unknown_enum_values_and_hostile_ids_elsewhere(quiet):
+    refused(quiet, quiet.claims.List, claims_pb2.ListClaimsRequest(states=[99]), INVALID,
+            "INVALID_ARGUMENT: states: 99 is not a ClaimState value")
+    refused(quiet, quiet.agents.Register, agent_pb2.RegisterRequest(host_id="h 1"), INVALID,
+            "INVALID_ARGUMENT: host_id: a host id must match")
+    refused(quiet, quiet.agents.Register, agent_pb2.RegisterRequest(
+        host_id="h9", devices=[types_pb2.DeviceMeter(device_id="d", kind=42)]), INVALID,
+        "INVALID_ARGUMENT: devices[0].kind: 42 is not a DeviceKind value")
+    long = "x" * 1_000_000
+    refused(quiet, quiet.claims.Release, claims_pb2.ReleaseRequest(claim_id=long), grpc.StatusCode.NOT_FOUND,
+            "UNKNOWN_CLAIM: no claim 'xxx")
+
+
+# -- no input stops the service -------------------------------------------------------
+
+def test_a_window_batch_of_a_million_shares_is_refused_and_the_scheduler_serves_on(cluster):
+    s = cluster()
+    register(s, "h1")
+    w = window(1, time.time_ns() - 60 * SECOND, 10, shares=[])
+    w.shares.extend([types_pb2.Share()] * 1_000_000)
+    refused_batch(s, "h1", w, details="INVALID_WINDOW: window seq 1 from 'h1': the window and each of its shares "
+                                      "need a grade")
+    assert s.serving()
+
+
+def test_a_receipt_over_the_core_cap_is_too_large_and_changes_nothing(cluster, harness):
+    s = cluster(harness.TREE + "\n[limits]\nmax_message_bytes = 33554432\nmax_windows_per_batch = 200000\n"
+                       "max_unacked_windows = 200000\nwindows_per_s = 0\n")
+    register(s, "h1")
+    n = 150_000
+    t = time.time_ns() - 3600 * SECOND
+    windows = [window(i + 1, t + i * 1000, 1, duration=1000) for i in range(n)]
+    refused_batch(s, "h1", *windows, status=EXHAUSTED,
+                  details="TOO_LARGE: a 'windows' receipt ")
+    feed = Feed(s, "h1")   # the scheduler serves on, and counts the next good batch
+    feed.send(*windows[:10])
+    feed.acked(10)
+    feed.close()
+    assert s.serving()
+
+
+def test_a_stream_flooding_windows_is_paused_at_its_rate(cluster, harness):
+    s = cluster(harness.TREE + "\n[limits]\nwindows_per_s = 2000\nwindow_burst = 2000\n")
+    register(s, "h1")
+    feed = Feed(s, "h1", read=False)   # never reads its acks
+    t = time.time_ns() - 3600 * SECOND
+    for b in range(100):   # 100,000 windows offered at once
+        feed.send(*(window(b * 1000 + i + 1, t + (b * 1000 + i) * 1000, 1, duration=1000) for i in range(1000)))
+    started = time.monotonic()
+    time.sleep(3)
+    counted = register(s, "h1").acked_seq
+    elapsed = time.monotonic() - started + 1
+    assert 0 < counted <= 2000 + 2000 * elapsed + 1000, counted
+    assert s.serving()
+    feed.close()
+
+
+def test_idle_connections_past_the_default_file_limit_do_not_lock_out_health(cluster, tmp_path):
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard < 4096:
+        pytest.skip(f"the hard file limit here is {hard}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (1024, hard))   # the scheduler starts under the default soft limit
+    try:
+        s = cluster()
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    host, port = s.address.rsplit(":", 1)
+    idle = []
+    try:
+        for _ in range(1_100):
+            idle.append(socket.create_connection((host, int(port)), timeout=5))
+        time.sleep(0.5)
+        assert s.serving()
+        assert s.json("claims") == {"claims": []}
+    finally:
+        for sock in idle:
+            sock.close()
+
+
+def test_list_and_splits_answer_a_page_at_a_time_and_poolctl_follows(cluster, harness):
+    s = cluster(harness.TREE + "\n[limits]\npage_size = 5\nmax_page_size = 7\n")
+    register(s, "h1")
+    for i in range(12):
+        submit(s, f"c{i:02}")
+    first = s.claims.List(claims_pb2.ListClaimsRequest(), timeout=10)
+    assert [c.claim_id for c in first.claims] == [f"c{i:02}" for i in range(5)] and first.next_page_token
+    second = s.claims.List(claims_pb2.ListClaimsRequest(page_token=first.next_page_token, page_size=7), timeout=10)
+    assert [c.claim_id for c in second.claims] == [f"c{i:02}" for i in range(5, 12)] and not second.next_page_token
+    refused(s, s.claims.List, claims_pb2.ListClaimsRequest(page_size=8), INVALID, "INVALID_ARGUMENT: page_size: at most 7")
+    assert [c["claim_id"] for c in s.json("claims")["claims"]] == [f"c{i:02}" for i in range(12)]
+
+    feed = Feed(s, "h1")
+    occupancy = feed.occupancy()
+    t = time.time_ns() - 60 * SECOND
+    feed.send(*(window(i + 1, t + i * SECOND, 1000, version=occupancy.version) for i in range(13)))
+    feed.acked(13)
+    feed.close()
+    rows, token = [], ""
+    while True:
+        page = s.ops.Splits(ops_pb2.SplitsRequest(page_token=token), timeout=10)
+        assert len(page.rows) <= 5 and (bool(page.totals) == (not token))
+        rows += page.rows
+        if not (token := page.next_page_token):
+            break
+    assert len(rows) == 13 and sum(r.uj for r in rows) == 13_000
+    doc = s.json("splits")
+    assert len(doc["rows"]) == 13 and [t["uj"] for t in doc["totals"]] == [13_000]
+
+
+def test_submissions_past_the_rate_or_the_open_claim_cap_are_refused(cluster, harness):
+    s = cluster(harness.TREE + "\n[limits]\nsubmits_per_s = 1\nsubmit_burst = 3\nmax_open_claims_per_tenant = 2\n")
+    submit(s, "a1")
+    submit(s, "a2")
+    refused(s, s.claims.Submit, claims_pb2.SubmitRequest(claim_id="a3", tenant="alpha", estimate_uj=1),
+            EXHAUSTED, "TOO_MANY_OPEN_CLAIMS: tenant 'alpha' has 2 open claims")
+    s.claims.Release(claims_pb2.ReleaseRequest(claim_id="a1"), timeout=10)
+    submit(s, "a3")   # room again, and the third token of the burst
+    refused(s, s.claims.Submit, claims_pb2.SubmitRequest(claim_id="b1", tenant="beta", estimate_uj=1),
+            EXHAUSTED, "RATE_LIMITED: 'pool-scheduler' is over 1 submissions a second")
