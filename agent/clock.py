@@ -39,7 +39,7 @@ class ReplayClock:
 
     Played faster than real time (speed 0 or above 1), a trace would be
     stamped ahead of the wall clock, and the scheduler refuses windows from
-    the future: by default such a trace is then placed to end when the
+    the future: by default such a trace is then stamped to end when the
     process starts (`span_ns`: its length), its windows all in the past.
     """
 
@@ -48,10 +48,10 @@ class ReplayClock:
             raise ValueError(f"replay speed must be ≥ 0, got {speed}")
         self._start, self._speed = start_ns, speed
         self._virtual = start_ns
-        ahead = speed == 0 or speed > 1
-        self._origin = time.time_ns() - (span_ns if ahead else 0) if origin_unix_ns is None else origin_unix_ns
+        self._origin = time.time_ns() if origin_unix_ns is None else origin_unix_ns
         self._wall0 = time.monotonic_ns() - (time.time_ns() - self._origin)
-        self.unix_offset_ns = self._origin - start_ns
+        ahead = origin_unix_ns is None and (speed == 0 or speed > 1)
+        self.unix_offset_ns = self._origin - start_ns - (span_ns if ahead else 0)   # stamps only: not where it plays
 
     def now_ns(self) -> int:
         if self._speed == 0:
