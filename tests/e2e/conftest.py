@@ -18,6 +18,7 @@ Every call goes over mutual TLS with a development PKI made per test
 from __future__ import annotations
 
 import json
+from itertools import chain
 import os
 import signal
 import socket
@@ -155,7 +156,8 @@ class AgentStubs:
         messages = iter(messages)
         first = next(messages, None)
         host = first.hello.host_id if first is not None and first.WhichOneof("body") == "hello" else "operator"
-        return self._as(host).Stream(iter([first, *messages] if first is not None else []), **kwargs)
+        # chained, not listed: a caller's stream may go on for as long as the call does
+        return self._as(host).Stream(chain([first], messages) if first is not None else iter(()), **kwargs)
 
 
 def wait_for(what: str, ready: Callable[[], bool], timeout_s: float = 30) -> None:
