@@ -144,6 +144,11 @@ path = "{workdir / 'ledger.sqlite'}"
 steward_key = "{workdir / 'steward.key'}"
 {f'store = "postgresql"{chr(10)}dsn = "{fresh_schema(dsn)}"' if dsn else ""}
 
+[limits]   # throughput is what is measured here: no per-principal rate or open-claim cap
+submits_per_s = 0
+windows_per_s = 0
+max_open_claims_per_tenant = 0
+
 [[tenants]]
 name = "root"
 guarantee_uj = {HUGE * len(TENANTS)}
@@ -398,7 +403,7 @@ async def _rpc_runs(channel: grpc.aio.Channel, pid: int, sizes: Sizes) -> dict[s
 
 
 def _plans(agents: list[FakeAgent], sizes: Sizes) -> list[list[bytes]]:
-    t0 = time.time_ns()
+    t0 = time.time_ns() - 86_400 * 10**9   # a day ago: the scheduler refuses windows from the future
     return [[_batch(a.host, a.acked + 1 + b * sizes.batch, sizes.batch, t0) for b in range(sizes.batches)]
             for a in agents]
 

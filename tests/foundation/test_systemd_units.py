@@ -23,3 +23,13 @@ def test_unit_passes_systemd_analyze_verify(tmp_path, name):
     done = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert f"{name}.service" not in done.stderr, done.stderr
+
+
+def test_the_scheduler_unit_bounds_what_input_can_make_it_use():
+    """Issue 12: files (idle connections locked out health checks at 1,024), memory and
+    tasks bounded; exit 2 (a person must act) is not restarted in a loop."""
+    directives = dict(line.split("=", 1) for line in (UNITS / "pool-scheduler.service").read_text().splitlines()
+                      if "=" in line and not line.startswith("#"))
+    assert int(directives["LimitNOFILE"]) >= 65536
+    assert directives["MemoryMax"] and directives["TasksMax"]
+    assert "2" in directives["RestartPreventExitStatus"].split()
