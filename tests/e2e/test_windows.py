@@ -5,7 +5,10 @@ back from the ledger folds to the same state as the live batch."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from protos.energy import Grade, split
 from protos.pool.v1 import agent_pb2, types_pb2
 from scheduler.kernel import ClusterState
 from scheduler.ledger import dcbor
@@ -160,3 +163,11 @@ def test_gaps_are_folded_into_records_and_the_hosts_unaccounted_time():
     assert dict(observed.lost_windows) == {"h1": 3}
     assert observed.gaps(None, 350, "", 8) == observed.gaps(None, 0, "", 8)[1:]
     assert observed.gaps(frozenset({"alpha"}), 0, "", 8) == []   # nobody of alpha's was on the device
+
+
+@given(st.integers(0, 10 ** 15), st.dictionaries(st.sampled_from(["a", "b", "unallocated"]), st.integers(1, 1000),
+                                                min_size=1), st.sampled_from(["HwShunt", "ModelBased", "Estimator"]))
+def test_expected_shares_are_the_split(uj, weights, grade):
+    """evidence.expected_shares' sole-occupant shortcut against the plain split."""
+    assert evidence.expected_shares(uj, weights, grade) == [
+        (s.occupant, s.uj, s.grade.name) for s in split(uj, weights, Grade[grade])]
