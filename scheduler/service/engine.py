@@ -198,7 +198,6 @@ class Engine:
         records = list(records)
         actor = caller().name   # the call in progress, or the scheduler's own work
         prepared = [prepare(kind, body, now_ns, actor=actor) for kind, body, _ in records]   # a bad body changes nothing
-        prepared = [prepare(kind, body, now_ns) for kind, body, _ in records]   # a bad body changes nothing
         for item in prepared:
             check_size(item.kind, item.body)   # nor does one too large for a receipt (ReceiptTooLarge)
         futures: list[asyncio.Future] = []
