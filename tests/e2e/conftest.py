@@ -18,6 +18,7 @@ Every call goes over mutual TLS with a development PKI made per test
 from __future__ import annotations
 
 import json
+import queue
 from itertools import chain
 import os
 import signal
@@ -34,6 +35,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from protos.energy import Grade, split, with_unallocated
 from protos.pool.v1 import agent_pb2, agent_pb2_grpc, claims_pb2_grpc, ops_pb2, ops_pb2_grpc, types_pb2
 from scheduler.ctl import certs
 from scheduler.ledger import keys
@@ -158,6 +160,22 @@ class AgentStubs:
         host = first.hello.host_id if first is not None and first.WhichOneof("body") == "hello" else "operator"
         # chained, not listed: a caller's stream may go on for as long as the call does
         return self._as(host).Stream(chain([first], messages) if first is not None else iter(()), **kwargs)
+
+
+def _split_by(occupancy: agent_pb2.Occupancy, window: agent_pb2.Window) -> agent_pb2.Window:
+    """`window` with its shares as the agent's split by `occupancy` makes them."""
+    if not window.HasField("uj"):
+        return window
+    described = {d.device_id: d for d in occupancy.devices}
+    device = described.get(window.device_id)
+    weights = with_unallocated(device.capacity, dict(device.occupants)) if device else {"unallocated": 1}
+    out = agent_pb2.Window()
+    out.CopyFrom(window)
+    out.occupancy_version = occupancy.version
+    del out.shares[:]
+    out.shares.extend(types_pb2.Share(occupant=s.occupant, uj=s.uj, grade=int(s.grade))
+                      for s in split(window.uj, weights, Grade(window.grade)))
+    return out
 
 
 def wait_for(what: str, ready: Callable[[], bool], timeout_s: float = 30) -> None:
@@ -287,14 +305,23 @@ witness_keys = ["{self.witness_key.public.raw.hex()}"]
 
     def stream(self, host: str, windows: list) -> None:
         """Stream `windows` as host's agent would (Hello, one batch), until the
-        scheduler acknowledges them; the stream then closes."""
-        responses = self.agents.Stream([agent_pb2.AgentMessage(hello=agent_pb2.Hello(host_id=host)),
-                                        agent_pb2.AgentMessage(batch=agent_pb2.WindowBatch(windows=windows))],
-                                       timeout=10)
-        for answer in responses:
-            if answer.WhichOneof("body") == "ack":
-                break
-        responses.cancel()
+        scheduler acknowledges them; the stream then closes. As an agent does,
+        each window with a figure is split by the occupancy the scheduler sends
+        first (RULES §2), and names its version: the scheduler refuses shares
+        that are not that split (evidence.py)."""
+        up: queue.Queue = queue.Queue()
+        up.put(agent_pb2.AgentMessage(hello=agent_pb2.Hello(host_id=host)))
+        responses = self.agents.Stream(iter(up.get, None), timeout=10)
+        try:
+            for answer in responses:
+                if answer.WhichOneof("body") == "occupancy":
+                    up.put(agent_pb2.AgentMessage(batch=agent_pb2.WindowBatch(
+                        windows=[_split_by(answer.occupancy, w) for w in windows])))
+                elif answer.WhichOneof("body") == "ack" and windows and answer.ack.acked_seq >= windows[-1].seq:
+                    break
+        finally:
+            up.put(None)
+            responses.cancel()
 
     def log(self) -> str:
         return (self.dir / f"{self.name}.log").read_text()

@@ -283,7 +283,7 @@ def quiet(tmp_path_factory, harness):
     (dict(resources=types_pb2.Resources(gpu_mdev=U64 // 1000 * 1000)), PRECONDITION,
      "CLAIM_NEVER_FITS: resources.gpu_mdev:"),
     (dict(resources=types_pb2.Resources(cpu_millis=U64)), PRECONDITION,
-     "CLAIM_NEVER_FITS: resources: no registered worker could take it even empty"),
+     "CLAIM_NEVER_FITS: resources: no registered worker is large enough to take it even empty"),
     (dict(estimate_uj=0), INVALID, "INVALID_CLAIM: estimate_uj: estimate_uj must be positive"),
     (dict(claim_id="unallocated"), INVALID, "INVALID_CLAIM: claim_id: claim_id 'unallocated' is reserved"),
     (dict(work_class="no such class!"), INVALID, "INVALID_CLAIM: work_class: work_class must match"),
