@@ -39,12 +39,12 @@ def fits_no_worker(workers: Iterable[Worker], spec: ClaimSpec) -> bool:
 
 
 def never_fits(state: ClusterState, spec: ClaimSpec, hold_uj: int) -> tuple[str, str] | None:
-    """(field, why) when a claim can never be admitted as the cluster stands:
-    its hold or milli-devices above the root's guarantee, or no registered
-    worker large enough to take it even empty (a GPU type none offers waits:
-    a worker of that type may register). Refused at submission rather than left
-    pending, since only a new configuration or larger hardware could admit it
-    (docs/RULES.md). With no worker registered yet, workers are not judged."""
+    """(field, why) when a claim can never be admitted under this
+    configuration: its hold or milli-devices above the root's guarantee.
+    Refused at submission rather than left pending, since only a new
+    configuration could admit it (docs/RULES.md). A claim larger than every
+    registered worker is not refused: workers register, grow and come back,
+    so it waits (NO_ELIGIBLE_WORKER) and explain shows each worker's shortfall."""
     root = state.tree.nodes[state.tree.root]
     if hold_uj > root.guarantee_uj:
         field = "estimate_uj" if spec.estimate_uj == hold_uj else "work_class"
@@ -52,8 +52,4 @@ def never_fits(state: ClusterState, spec: ClaimSpec, hold_uj: int) -> tuple[str,
     if spec.resources.gpu_mdev > root.guarantee_mdev:
         return "resources.gpu_mdev", (f"{spec.resources.gpu_mdev} mdev is above the root's guarantee of "
                                       f"{root.guarantee_mdev} mdev")
-    # by size only: a GPU type no worker offers yet waits for one (explain names the type)
-    sized = replace(spec, resources=replace(spec.resources, gpu_types=()))
-    if state.workers and fits_no_worker(state.workers.values(), sized):
-        return "resources", "no registered worker is large enough to take it even empty"
     return None

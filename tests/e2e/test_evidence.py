@@ -282,8 +282,6 @@ def quiet(tmp_path_factory, harness):
                                           "above the root's guarantee of 100000000000 µJ"),
     (dict(resources=types_pb2.Resources(gpu_mdev=U64 // 1000 * 1000)), PRECONDITION,
      "CLAIM_NEVER_FITS: resources.gpu_mdev:"),
-    (dict(resources=types_pb2.Resources(cpu_millis=U64)), PRECONDITION,
-     "CLAIM_NEVER_FITS: resources: no registered worker is large enough to take it even empty"),
     (dict(estimate_uj=0), INVALID, "INVALID_CLAIM: estimate_uj: estimate_uj must be positive"),
     (dict(claim_id="unallocated"), INVALID, "INVALID_CLAIM: claim_id: claim_id 'unallocated' is reserved"),
     (dict(work_class="no such class!"), INVALID, "INVALID_CLAIM: work_class: work_class must match"),
@@ -294,6 +292,12 @@ def quiet(tmp_path_factory, harness):
 def test_a_claim_out_of_bounds_is_refused_by_its_field(quiet, fields, status, details):
     request = claims_pb2.SubmitRequest(**{**dict(claim_id="c", tenant="alpha", estimate_uj=1_000_000), **fields})
     refused(quiet, quiet.claims.Submit, request, status, details)
+
+
+def test_a_claim_larger_than_every_worker_waits_saying_no_worker_can_take_it(quiet):
+    status = submit(quiet, "huge", resources=types_pb2.Resources(cpu_millis=U64))
+    assert status.state == types_pb2.PENDING and status.reason == types_pb2.NO_ELIGIBLE_WORKER, status
+    quiet.claims.Release(claims_pb2.ReleaseRequest(claim_id="huge"), timeout=10)
 
 
 def test_gang_members_share_a_tenant(quiet):

@@ -12,6 +12,7 @@ from protos.energy import Grade
 from scheduler.kernel import (ClaimSpec, ClaimSubmitted, ClassStats, ClusterState, MeterDelta, Metered, Placement,
                               Resources, Tenant, WorkClass, apply, progress, release, schedule, submit)
 from scheduler.kernel.pmap import PMap
+from scheduler.kernel.reasons import ErrorCode, KernelError
 
 
 @st.composite
@@ -91,6 +92,8 @@ def drive(state: ClusterState, ops, settle: bool = False) -> Run:
                                  "k" if d["by_class"] else "", d["priority"],
                                  f"g{n}" if d["gang"] else "", d["gang"])
                 event = submit(state, spec)
+                if isinstance(event, KernelError) and event.code is ErrorCode.CLAIM_NEVER_FITS:
+                    break   # above the root's guarantee: refused at submission, as the service refuses it
                 assert isinstance(event, ClaimSubmitted), event
                 run.events.append(event)
                 state = apply(state, event)  # the next member's submit sees this one

@@ -96,8 +96,7 @@ class ClaimsServicer:
         for an enum value outside this contract, naming the field), NOT_FOUND
         (UNKNOWN_TENANT, UNKNOWN_WORK_CLASS), ALREADY_EXISTS (DUPLICATE_CLAIM),
         FAILED_PRECONDITION (EMPTY_WORK_CLASS; CLAIM_NEVER_FITS: the hold or
-        milli-devices exceed the root's guarantee, or no registered worker is large
-        enough to take it even empty), RESOURCE_EXHAUSTED (RATE_LIMITED: the caller's submissions
+        milli-devices exceed the root's guarantee), RESOURCE_EXHAUSTED (RATE_LIMITED: the caller's submissions
         are over limits.submits_per_s; TOO_MANY_OPEN_CLAIMS: the tenant has
         limits.max_open_claims_per_tenant open), UNAVAILABLE (NOT_READY,
         LEDGER_UNAVAILABLE). Nothing refused leaves a receipt.
