@@ -18,7 +18,7 @@ from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.kernel import (ClaimAdmitted, ClaimRefused, ClaimSubmitted, ClusterState, Decision, Event,
+from scheduler.kernel import (Claim, ClaimAdmitted, ClaimRefused, ClaimSubmitted, ClusterState, Decision, Event,
                               PendingReasons, Progress, Reason, apply, decide, event_from_body)
 from scheduler.kernel.events import Released, Settled
 from scheduler.kernel import checkpoint
@@ -329,8 +329,18 @@ def _touched(after: ClusterState, event: Event, claims: set[str], workers: set[s
         claims.add(event.spec.claim_id)
     elif isinstance(event, ClaimAdmitted):
         claims.add(event.claim_id)
-        workers.add(event.worker)
+        if _occupies(after.claims[event.claim_id]):
+            workers.add(event.worker)
     elif isinstance(event, (ClaimRefused, Progress, Settled)):
         claims.add(event.claim_id)
-        if isinstance(event, Settled) and after.claims[event.claim_id].worker:
-            workers.add(after.claims[event.claim_id].worker)
+        claim = after.claims[event.claim_id]
+        if isinstance(event, Settled) and claim.worker and _occupies(claim):
+            workers.add(claim.worker)
+
+
+def _occupies(claim: Claim) -> bool:
+    """Whether a claim is one of its host's occupants (RULES §2): it holds a GPU
+    share or reserved CPU. One with neither is in no device's split, so its
+    coming and going is no new occupancy version: a busy host's versions then
+    change only when a split does, and windows spooled under one stay checkable."""
+    return bool(claim.devices) or claim.spec.resources.cpu_millis > 0
