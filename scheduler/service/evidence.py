@@ -157,7 +157,7 @@ def _occupancy_problems(ctx: Context, w: Windows, versions: list[int], bounds: l
         entry = found[version] if version in found else found.setdefault(version, ctx.occupancy(version))
         if entry is None:
             out.append(f"occupancy version {version} is not one the scheduler sent to {ctx.host!r} "
-                       f"(or it is older than the last {HISTORY})")
+                       f"(or it is older than the last {HISTORY} of the host)")
             continue
         if entry.superseded_ns is not None and w.end_ns[i] > entry.superseded_ns + grace:
             out.append(f"occupancy version {version} was superseded at {entry.superseded_ns}, "

@@ -18,7 +18,9 @@ from protos.energy import MDEV_PER_DEVICE, with_unallocated
 from scheduler.kernel import ClusterState
 from scheduler.service.observed import CPU_PREFIX, occupants
 
-HISTORY = 32   # occupancy versions remembered per host
+# occupancy versions remembered per host: a busy host changes occupancy with every admission
+# and release, and an agent's spooled windows may name a version from before a failover
+HISTORY = 4096
 
 
 def capacities(state: ClusterState, host: str) -> dict[str, int]:
