@@ -65,6 +65,16 @@ streams = st.builds(lambda windows: ("stream", windows), st.lists(window, min_si
 operations = st.lists(st.one_of(submits, releases, progresses, registers, streams), min_size=1, max_size=6)
 
 
+def drain(call) -> None:
+    """Read a stream's answers until it ends; the fixture's own cancel is how it ends."""
+    try:
+        for _ in call:
+            pass
+    except grpc.RpcError as error:
+        if error.code() != grpc.StatusCode.CANCELLED:
+            raise
+
+
 @pytest.fixture(scope="module")
 def target(tmp_path_factory, harness):
     s = harness.Scheduler(tmp_path_factory.mktemp("hostile")).start()
@@ -76,7 +86,7 @@ def target(tmp_path_factory, harness):
     keep: queue.Queue = queue.Queue()   # h1 streams (and stays live) for the whole run
     keep.put(agent_pb2.AgentMessage(hello=agent_pb2.Hello(host_id="h1")))
     call = s.agents.Stream(iter(keep.get, None), timeout=600)
-    threading.Thread(target=lambda: [None for _ in call], daemon=True).start()
+    threading.Thread(target=drain, args=(call,), daemon=True).start()
     yield s
     keep.put(None)
     call.cancel()
