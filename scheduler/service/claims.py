@@ -109,7 +109,7 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
                 self.open.opened(answer.spec.tenant, answer.spec.claim_id)
         try:
             if accepted:
-                await self.engine.decide(accepted, now, state)
+                await self.engine.decide(accepted, now)
             else:
                 await self.engine.durable()
         finally:   # a decision that did not go through leaves its claims uncounted again
@@ -143,7 +143,7 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
             if isinstance(answer, kernel.ClaimSubmitted):   # else an identical resubmission: its current status
                 scratch = kernel.apply(scratch, answer)
                 first.append(answer)
-        decision = engine.preview(first, now, scratch) if first else None
+        decision = engine.preview(first, now) if first else None
         state = decision.state if decision else live
         # why a planned claim would wait: its verdict on the state the decision leaves, as Get would say
         reasons = kernel.PendingReasons(state) if decision else engine.pending_reason

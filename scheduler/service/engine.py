@@ -297,21 +297,17 @@ class Engine:
                 self.claim_seq = self.claim_seq.discard(claim_id)
         return self
 
-    async def decide(self, first: Iterable[Event], now_ns: int, state: ClusterState | None = None) -> Change:
+    async def decide(self, first: Iterable[Event], now_ns: int) -> Change:
         """Commit `first` and whatever the pending queue then admits, preempts
-        or refuses, as one decision. `state`, when given, is the latest state
-        with `first` already applied (SubmitMany checks each claim against the
-        ones before it); otherwise `first` is applied here."""
+        or refuses, as one decision (the kernel applies `first` itself)."""
         first = list(first)
-        decision = self.preview(first, now_ns, state)
+        decision = self.preview(first, now_ns)
         return await self.queue([(e.kind, e.to_body(), e) for e in (*first, *decision.events)], now_ns,
                                 result=decision.state)
 
-    def preview(self, first: list[Event], now_ns: int, state: ClusterState | None = None) -> Decision:
+    def preview(self, first: list[Event], now_ns: int) -> Decision:
         """The decision `decide` would commit for `first`, committing nothing:
-        decide's own first step, and what a dry run (Claims.Plan) answers.
-        The kernel applies `first` to the engine's state itself, which is
-        what `state`, when given, already is."""
+        decide's own first step, and what a dry run (Claims.Plan) answers."""
         return decide(self.state, first, now_ns)
 
     def record_windows(self, worker: str, windows: Windows, now_ns: int) -> asyncio.Future[Change]:

@@ -8,15 +8,13 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from protos.pool.v1 import claims_pb2, ops_pb2, types_pb2
 
-BIN = Path(sys.executable).parent
-J = 1_000_000
+from .conftest import BIN, J
+
 BIG_TREE = """
 [[tenants]]
 name = "root"

@@ -199,7 +199,7 @@ def test_claims_decided_together_are_one_group_commit(tmp_path):
             event = kernel.submit(state, ClaimSpec(f"c{i}", "ab"[i % 2], estimate_uj=10))
             state = kernel.apply(state, event)
             events.append(event)
-        await engine.decide(events, 1, state)
+        await engine.decide(events, 1)
         assert stored == [100], "50 submissions and 50 admissions in one transaction"
         assert engine.committed.state == engine.state and len(engine.state.open_by_tenant["a"]) == 25
         await close(engine, steward)
