@@ -96,18 +96,33 @@ async def abort(engine: Engine, context: grpc.aio.ServicerContext, error: Refuse
 
 def guarded(method: Callable) -> Callable:
     """A unary handler that answers NOT_READY until replay is done, and turns
-    a refusal or a failed ledger append into its status."""
+    a refusal or a failed ledger append into its status.
+
+    A refusal is judged on the engine's latest state, which runs ahead of the
+    ledger while receipts are being written (committed.py): "CLAIM_NOT_OPEN"
+    for a claim whose release is still in flight is true only once that
+    release is durable. So a refusal is told only after everything queued
+    before it is durable, and once an append has failed (memory is ahead of
+    the ledger, engine.failed) every call is answered LEDGER_UNAVAILABLE:
+    nothing may be told from a state a restart takes back."""
 
     @functools.wraps(method)
     async def handler(self, request, context: grpc.aio.ServicerContext):
+        engine = self.engine
         try:
-            if not self.engine.ready:
-                raise not_ready(self.engine)
-            return await method(self, request, context)
+            if not engine.ready:
+                raise not_ready(engine)
+            if engine.failed is not None:
+                raise LedgerFailed(str(engine.failed))
+            try:
+                return await method(self, request, context)
+            except (Refused, ReceiptTooLarge):
+                await engine.durable()   # the state the refusal was judged on, durable first
+                raise
         except Refused as error:
-            await abort(self.engine, context, error)
+            await abort(engine, context, error)
         except ReceiptTooLarge as error:
-            await abort(self.engine, context, too_large(error))
+            await abort(engine, context, too_large(error))
         except LedgerFailed as error:
             await context.abort(grpc.StatusCode.UNAVAILABLE, f"LEDGER_UNAVAILABLE: {error}")
 

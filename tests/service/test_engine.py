@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import threading
 from pathlib import Path
 
+import grpc
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from protos.pool.v1 import types_pb2
 from scheduler import kernel
 from scheduler.kernel import (ClaimSpec, ClaimSubmitted, ConfigApplied, Device, Resources, Tenant, Worker,
                               WorkerRegistered)
@@ -232,5 +236,78 @@ def test_a_checkpoint_compacts_claims_of_closed_periods_and_keeps_the_figures(tm
             replayed, steward = opened(tmp_path / "ledger.sqlite", resume=resume)
             the_same(engine, replayed)
             await close(replayed, steward)
+
+    asyncio.run(run())
+
+
+class Aborted(Exception):
+    def __init__(self, code, details: str) -> None:
+        super().__init__(details)
+        self.code, self.details = code, details
+
+
+class Context:
+    """What a unary handler uses of grpc.aio's context; abort raises, as grpc's does."""
+
+    def set_trailing_metadata(self, metadata) -> None:
+        pass
+
+    async def abort(self, code, details: str):
+        raise Aborted(code, details)
+
+
+def test_a_refusal_is_told_only_once_the_state_it_was_judged_on_is_durable(tmp_path):
+    """A second Release of a claim whose first Release is still being written
+    must not answer CLAIM_NOT_OPEN from memory: if that write fails, the claim
+    was never released, and the client, told it was, would not try again. It
+    waits for the write; when the write fails, both calls (and every call after)
+    are LEDGER_UNAVAILABLE. (Found by test_ha's PostgreSQL restart: a client
+    retried its Release on the old leader between the failed append and its exit.)"""
+    from protos.pool.v1 import claims_pb2
+    from scheduler.ledger.store import StoreError
+    from scheduler.service.claims import ClaimsServicer
+
+    async def run() -> None:
+        engine, steward = opened(tmp_path / "ledger.sqlite")
+        engine.ready = True
+        await configured(engine)
+        claims = ClaimsServicer(engine)
+        for claim_id in ("x", "y"):
+            await claims.Submit(claims_pb2.SubmitRequest(claim_id=claim_id, tenant="a", estimate_uj=10), Context())
+        written = steward.store
+        gate, outcome = threading.Event(), {"fail": False}
+
+        def store(made):
+            gate.wait(10)
+            if outcome["fail"]:
+                raise StoreError("terminating connection due to administrator command")
+            written(made)
+
+        steward.store = store
+        for claim_id, fail in (("x", False), ("y", True)):
+            gate.clear()
+            outcome["fail"] = fail
+            first = asyncio.ensure_future(claims.Release(claims_pb2.ReleaseRequest(claim_id=claim_id), Context()))
+            await asyncio.sleep(0.05)   # decided and queued; the store has not written it
+            assert engine.state.claims[claim_id].state is kernel.ClaimState.RELEASED
+            again = asyncio.ensure_future(claims.Release(claims_pb2.ReleaseRequest(claim_id=claim_id), Context()))
+            await asyncio.sleep(0.05)
+            assert not again.done(), "the refusal waits for the release it was judged on"
+            gate.set()
+            if not fail:
+                assert (await first).state == types_pb2.RELEASED
+                with pytest.raises(Aborted, match="^CLAIM_NOT_OPEN: "):
+                    await again
+                continue
+            for call in (first, again):
+                with pytest.raises(Aborted, match="^LEDGER_UNAVAILABLE: ") as told:
+                    await call
+                assert told.value.code == grpc.StatusCode.UNAVAILABLE
+            for late in (claims.Release(claims_pb2.ReleaseRequest(claim_id=claim_id), Context()),
+                         claims.Get(claims_pb2.GetClaimRequest(claim_id=claim_id), Context())):
+                with pytest.raises(Aborted, match="^LEDGER_UNAVAILABLE: "):
+                    await late   # memory is ahead of the ledger: nothing is told from it
+        steward.store = written
+        steward.close()
 
     asyncio.run(run())
