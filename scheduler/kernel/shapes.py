@@ -17,7 +17,6 @@ Gang members are not in a shape: a gang is judged whole, through `gangs`.
 
 from __future__ import annotations
 
-from itertools import groupby
 from operator import itemgetter
 
 from .snapshot import Claim, ClaimSpec
@@ -53,8 +52,18 @@ def first_of(shapes: SortedSeq, shape: tuple) -> tuple | None:
 
 
 def listed(shapes: SortedSeq) -> list[tuple]:
-    """Every shape with a pending claim."""
-    return [shape for shape, _ in groupby(map(itemgetter(0), shapes))]
+    """Every shape with a pending claim: one step per block of the index and
+    one per shape, however many claims each shape holds."""
+    return shapes.distinct(_SHAPE, _past_every_key_of)
+
+
+_SHAPE = itemgetter(0)
+_PAST_EVERY_QUEUE_KEY = (float("inf"),)   # sorts after every (-priority, seq, claim id)
+
+
+def _past_every_key_of(shape: tuple) -> tuple:
+    """An entry after every (shape, queue key) entry of `shape`, and before the next shape's."""
+    return (shape, _PAST_EVERY_QUEUE_KEY)
 
 
 def index(claims) -> SortedSeq:

@@ -11,9 +11,9 @@ changed in place.
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
-from collections.abc import Iterable, Iterator
-from itertools import chain
+from bisect import bisect_left, bisect_right, insort
+from collections.abc import Callable, Iterable, Iterator
+from itertools import chain, groupby
 from typing import Any
 
 from .edit import Edit, current
@@ -195,6 +195,30 @@ class SortedSeq:
             return None
         block = self._blocks[i]
         return block[bisect_left(block, key)]
+
+    def distinct(self, part: Callable[[Any], Any], beyond: Callable[[Any], Any]) -> list:
+        """The distinct values of `part(key)`, in key order, for a `part` that
+        is a prefix of the order (keys with equal parts sit together), where
+        `beyond(value)` sorts after every key of that part: what
+        `[p for p, _ in groupby(map(part, self))]` gives, without a step per
+        key. A block whose first and last keys have the same part holds only
+        that part's keys, and the blocks after it that do too are skipped in
+        one bisect; a block of several parts is grouped in C."""
+        out: list = []
+        blocks, maxes, i = self._blocks, self._maxes, 0
+        while i < len(blocks):
+            block = blocks[i]
+            first = part(block[0])
+            if first == part(block[-1]):
+                if not out or out[-1] != first:
+                    out.append(first)
+                i = max(i + 1, bisect_right(maxes, beyond(first)))
+                continue
+            for value, _ in groupby(map(part, block)):
+                if not out or out[-1] != value:
+                    out.append(value)
+            i += 1
+        return out
 
     def __iter__(self) -> Iterator[Any]:
         return chain.from_iterable(self._blocks)

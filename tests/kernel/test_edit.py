@@ -5,6 +5,9 @@ anything shared with it, reads the same afterwards."""
 
 from __future__ import annotations
 
+from itertools import groupby
+from operator import itemgetter
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -74,3 +77,18 @@ def test_a_sequence_edited_in_place_equals_a_sorted_list(start, changes, free_in
     # and the persistent operations still work on what the batch left
     if model:
         assert list(seq.remove(model[0])) == model[1:]
+
+
+@settings(max_examples=80)
+@given(st.lists(st.integers(1, 300), max_size=12), st.lists(st.integers(0, 10 ** 6), max_size=200))
+def test_distinct_parts_are_the_groupby_of_every_key(runs, removals):
+    """SortedSeq.distinct (one bisect per run of a part, one step per mixed
+    block) against the plain walk of every key, on sequences of one block to
+    many, with runs longer than a block (a shape with thousands of pending
+    claims) beside runs of one, and after removals."""
+    seq = SortedSeq((part, j) for part, length in enumerate(runs) for j in range(length))
+    for pick in removals:
+        if len(seq):
+            seq = seq.remove(list(seq)[pick % len(seq)])
+    first = itemgetter(0)
+    assert seq.distinct(first, lambda part: (part, float("inf"))) == [part for part, _ in groupby(map(first, seq))]
