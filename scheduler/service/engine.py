@@ -139,7 +139,9 @@ class Engine:
         """The ledger's Fold.apply: the engine folds in place and is its own state."""
         event = self.fold(entry.kind, entry.body, entry.seq)
         if event is not None:
-            self._stamp(self.state, event, entry.seq, set(), set())
+            hosts: set[str] = set()
+            self._stamp(self.state, event, entry.seq, set(), hosts)
+            self.occupancies.record(self.state, hosts, entry.seq)
             self._note_actor(event, entry.actor)
         return self
 
@@ -161,7 +163,6 @@ class Engine:
             self.claim_seq = self.claim_seq.set(claim_id, seq)
         for host in hosts:
             self.occupancy_seq = self.occupancy_seq.set(host, seq)
-        self.occupancies.record(state, hosts, seq)
         claims |= mine
         workers |= hosts
         return mine
@@ -219,6 +220,8 @@ class Engine:
             futures.append(writer.enqueue(item))
         if result is not None:
             self.state = result
+        for host in workers:   # each host's last version of the commit: the only one its agent can be sent
+            self.occupancies.record(self.state, (host,), self.occupancy_seq[host])
         checkpoint_due = self._checkpoint(len(futures))
         if checkpoint_due is not None:
             futures.append(checkpoint_due)

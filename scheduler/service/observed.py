@@ -35,12 +35,12 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import defaultdict, deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from itertools import chain, islice, repeat
 from typing import Any, NamedTuple
 
 from protos.energy import GapReason, Grade, worst
-from scheduler.kernel import ClaimState, ClusterState, MeterDelta, Metered, Observation
+from scheduler.kernel import Claim, ClaimState, ClusterState, MeterDelta, Metered, Observation
 
 WINDOWS = "windows"          # the receipt kind
 CPU_PREFIX = "cpu:"          # CPU package devices are "cpu:<index>"
@@ -132,9 +132,16 @@ def occupants(state: ClusterState, host: str) -> dict[str, dict[str, int]]:
     reserved CPU (cpu_millis; it shares each CPU package of the host). The
     one home of a host's occupancy: what is sent to agents, what windows are
     checked against (evidence.py) and who observes a window (below)."""
+    return held_by(state.claims, state.loads[host].active if host in state.loads else ())
+
+
+def held_by(claims: Mapping[str, Claim], active: Iterable[str]) -> dict[str, dict[str, int]]:
+    """occupants, of the admitted claims `active` (ids in `claims`): a recorded
+    occupancy version keeps just these two, and its weights are made from them
+    only when a window names it (occupancies.py)."""
     by_device: dict[str, dict[str, int]] = {}
-    for claim_id in (state.loads[host].active if host in state.loads else ()):
-        claim = state.claims[claim_id]
+    for claim_id in active:
+        claim = claims[claim_id]
         for share in claim.devices:
             by_device.setdefault(share.device_id, {})[claim_id] = share.mdev
         if claim.spec.resources.cpu_millis:

@@ -3,9 +3,11 @@ was superseded, so that a window's shares can be checked against the
 occupancy its agent split it by (evidence.py).
 
 A version is the receipt that last changed a host's occupancy
-(`Engine.occupancy_seq`); the engine records each one as it folds that
-receipt, live and at replay, so a restart knows them too. A version is
-superseded when the scheduler first *sends* a newer one to the host's agent.
+(`Engine.occupancy_seq`). Live, the engine records each host's last version
+of a commit (the only one that can be sent: agents hear of a commit once it
+is durable, whole); replay records every version as it folds its receipt, so
+a restart knows every one that may have been sent. A version is superseded
+when the scheduler first *sends* a newer one to the host's agent.
 """
 
 from __future__ import annotations
@@ -15,17 +17,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from protos.energy import MDEV_PER_DEVICE, with_unallocated
-from scheduler.kernel import ClusterState
-from scheduler.service.observed import CPU_PREFIX, occupants
+from scheduler.kernel import Claim, ClusterState, Worker
+from scheduler.service.observed import CPU_PREFIX, held_by
 
 # occupancy versions remembered per host: a busy host changes occupancy with every admission
 # and release, and an agent's spooled windows may name a version from before a failover
 HISTORY = 4096
 
 
-def capacities(state: ClusterState, host: str) -> dict[str, int]:
+def capacities(worker: Worker) -> dict[str, int]:
     """Each occupied thing's capacity: a GPU's 1000 milli-devices, the host's cpu_millis."""
-    worker = state.workers[host]
     return {**{d.device_id: MDEV_PER_DEVICE for d in worker.devices}, CPU_PREFIX: worker.cpu_millis}
 
 
@@ -41,8 +42,33 @@ class Issued:
 
 
 def issued(state: ClusterState, host: str, version: int) -> Issued:
-    held, capacity = occupants(state, host), capacities(state, host)
-    return Issued(version, {key: _weights(cap, held.get(key, {})) for key, cap in capacity.items()})
+    return Recorded.of(state, host, version).issued()
+
+
+@dataclass(slots=True)
+class Recorded:
+    """A version as recorded: what its weights are made of, all immutable and
+    shared with the state it was taken from (the worker, its sorted active
+    claim ids, the claims map), so recording one costs the same whatever the
+    host holds. The weights are made when a window first names it."""
+
+    version: int
+    worker: Worker
+    active: tuple[str, ...]
+    claims: Mapping[str, Claim]
+    superseded_ns: int | None = None
+    _weights: dict[str, dict[str, int]] | None = None
+
+    @classmethod
+    def of(cls, state: ClusterState, host: str, version: int) -> Recorded:
+        load = state.loads.get(host)
+        return cls(version, state.workers[host], load.active if load is not None else (), state.claims)
+
+    def issued(self) -> Issued:
+        if self._weights is None:
+            held = held_by(self.claims, self.active)
+            self._weights = {key: _weights(cap, held.get(key, {})) for key, cap in capacities(self.worker).items()}
+        return Issued(self.version, self._weights, self.superseded_ns)
 
 
 def _weights(capacity: int, held: dict[str, int]) -> dict[str, int]:
@@ -55,24 +81,34 @@ class Occupancies:
     """The occupancy versions recorded for each host, the last HISTORY of them."""
 
     def __init__(self) -> None:
-        self._by_host: dict[str, deque[Issued]] = {}
+        self._by_host: dict[str, deque[Recorded]] = {}
 
     def record(self, state: ClusterState, hosts: Iterable[str], version: int) -> None:
         """`hosts` changed occupancy at receipt `version` (state: right after it)."""
         for host in hosts:
             if host in state.workers:
-                self._by_host.setdefault(host, deque(maxlen=HISTORY)).append(issued(state, host, version))
+                self._by_host.setdefault(host, deque(maxlen=HISTORY)).append(Recorded.of(state, host, version))
 
     def seed(self, state: ClusterState, versions: Mapping[str, int]) -> None:
         """After a checkpoint: each host's version in force."""
         for host, version in versions.items():
             self.record(state, (host,), version)
 
+    def versions(self, host: str) -> list[int]:
+        """The versions remembered for a host, oldest first."""
+        return [entry.version for entry in self._by_host.get(host, ())]
+
     def sent(self, host: str, version: int, now_ns: int) -> None:
-        """`version` went out to the host's agent: every older one is superseded now."""
-        for entry in self._by_host.get(host, ()):
-            if entry.version < version and entry.superseded_ns is None:
-                entry.superseded_ns = now_ns
+        """`version` went out to the host's agent: every older one is superseded now.
+        Versions are recorded in increasing order and each send supersedes all
+        before it, so the superseded ones are the oldest: walk back from the
+        newest and stop at the first already superseded."""
+        for entry in reversed(self._by_host.get(host, ())):
+            if entry.version >= version:
+                continue
+            if entry.superseded_ns is not None:
+                break
+            entry.superseded_ns = now_ns
 
     def find(self, state: ClusterState, host: str, version: int, current: int, opened_ns: int) -> Issued | None:
         """What the scheduler sent as `version` (current: the host's version now)."""
@@ -80,4 +116,4 @@ class Occupancies:
             return issued(state, host, version)   # from the state itself: a re-registration may have changed it
         if version == 0:
             return Issued(0, {}, opened_ns)
-        return next((e for e in self._by_host.get(host, ()) if e.version == version), None)
+        return next((e.issued() for e in self._by_host.get(host, ()) if e.version == version), None)

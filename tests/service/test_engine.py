@@ -76,10 +76,19 @@ async def window(engine: Engine, worker: str, seq: int, uj: int) -> None:
     await engine.record_windows(worker, batch, next(_fresh))
 
 
-def the_same(live: Engine, replayed: Engine) -> None:
+def the_same(live: Engine, replayed: Engine, full: bool = False) -> None:
     assert replayed.state == live.state
     assert replayed.claim_seq == live.claim_seq
     assert replayed.occupancy_seq == live.occupancy_seq
+    for host in replayed.state.workers:
+        # live records each host's last version of a commit, with the commit's final state;
+        # replay every version, each with the state right after its receipt: the same weights
+        recorded = live.occupancies.versions(host)
+        if full:
+            assert set(recorded) <= set(replayed.occupancies.versions(host))
+        for version in set(recorded) & set(replayed.occupancies.versions(host)):
+            assert replayed.occupancies.find(replayed.state, host, version, -1, 0).weights == \
+                live.occupancies.find(live.state, host, version, -1, 0).weights, (host, version)
     assert live.committed.state is live.state, "once everything is durable, reads serve the latest state"
 
 
@@ -129,7 +138,7 @@ def test_live_state_equals_the_replayed_state(tmp_path_factory, ops, checkpoint_
         await close(live, steward)
         for resume in (True, False):
             replayed, steward = opened(path, resume=resume)
-            the_same(live, replayed)
+            the_same(live, replayed, full=not resume)
             await close(replayed, steward)
 
     asyncio.run(run())
@@ -207,6 +216,34 @@ def test_claims_decided_together_are_one_group_commit(tmp_path):
         assert stored == [100], "50 submissions and 50 admissions in one transaction"
         assert engine.committed.state == engine.state and len(engine.state.open_by_tenant["a"]) == 25
         await close(engine, steward)
+
+    asyncio.run(run())
+
+
+def test_a_commit_records_one_occupancy_version_per_host(tmp_path):
+    """A batch admitting many claims on one host changes its occupancy many
+    times, but its agent is sent only where the commit leaves it: live, that
+    one version is recorded (not one per receipt, each a copy of the host's
+    whole occupancy), with the weights a replay gives the same receipt."""
+    async def run() -> None:
+        engine, steward = opened(tmp_path / "ledger.sqlite")
+        await configured(engine)
+        before = {w.worker_id: engine.occupancies.versions(w.worker_id) for w in WORKERS}
+        state, events = engine.state, []
+        for i in range(40):
+            event = kernel.submit(state, ClaimSpec(f"c{i}", "ab"[i % 2], Resources(cpu_millis=100), estimate_uj=10))
+            state = kernel.apply(state, event)
+            events.append(event)
+        await engine.decide(events, 1)
+        hosts = {engine.state.claims[f"c{i}"].worker for i in range(40)}
+        for host in hosts:
+            assert engine.occupancies.versions(host) == [*before[host], engine.occupancy_seq[host]]
+        await close(engine, steward)
+        replayed, steward = opened(tmp_path / "ledger.sqlite", resume=False)
+        the_same(engine, replayed, full=True)
+        assert sum(len(replayed.occupancies.versions(h)) - len(before[h]) for h in hosts) == 40, \
+            "replay records every version"
+        await close(replayed, steward)
 
     asyncio.run(run())
 
