@@ -42,9 +42,34 @@ def _key_order(key: str) -> tuple[int, str]:
     return (len(key) if key.isascii() else len(key.encode())), key
 
 
+# A record's keys as given -> the same keys in canonical order, checked to be text:
+# receipt bodies are made of a few kinds of record, each normalized thousands of
+# times a second (twice per admission on the way in, once per receipt at replay),
+# so each key order is sorted once. Only maps of a record's size are remembered (a
+# map keyed by ids is sorted each time), and at most _MAX_ORDERS of them: emptied
+# when full. tests/ledger/test_dcbor.py holds normalize to the plain walk it replaces.
+_ORDERS: dict[tuple, tuple[str, ...]] = {}
+_MAX_ORDERS, _RECORD_KEYS = 1024, 16
+
+
+def _order(value: dict) -> tuple[str, ...] | list[str]:
+    keys = tuple(value) if len(value) <= _RECORD_KEYS else None
+    order = _ORDERS.get(keys) if keys is not None else None
+    if order is None:
+        if not all(type(key) is str for key in value):
+            raise DcborError("unencodable", "a map key is not a text string")
+        order = sorted(value, key=_key_order)
+        if keys is not None:
+            if len(_ORDERS) >= _MAX_ORDERS:
+                _ORDERS.clear()
+            _ORDERS[keys] = order = tuple(order)
+    return order
+
+
 def normalize(value: Any, depth: int = 0) -> Any:
     """The value as `decode` would return it (tuples become lists, map keys in
-    canonical order), or DcborError(`unencodable`)."""
+    canonical order), or DcborError(`unencodable`). Scalars inside a map or an
+    array are taken without a call of their own."""
     kind = type(value)
     if kind is str or kind is bytes or value is None or kind is bool:
         return value
@@ -55,11 +80,16 @@ def normalize(value: Any, depth: int = 0) -> Any:
     if depth >= MAX_DEPTH:
         raise DcborError("unencodable", f"nested deeper than {MAX_DEPTH}")
     if kind is dict:
-        if not all(type(key) is str for key in value):
-            raise DcborError("unencodable", "a map key is not a text string")
-        return {k: normalize(value[k], depth + 1) for k in sorted(value, key=_key_order)}
+        out = {}
+        for key in _order(value):
+            item = value[key]
+            kind = type(item)
+            out[key] = item if kind is str or (kind is int and _INT_MIN <= item < _INT_LIMIT) or kind is bytes \
+                or item is None or kind is bool else normalize(item, depth + 1)
+        return out
     if kind is list or kind is tuple:
-        return [normalize(item, depth + 1) for item in value]
+        return [item if (kind := type(item)) is str or (kind is int and _INT_MIN <= item < _INT_LIMIT)
+                or kind is bytes or item is None or kind is bool else normalize(item, depth + 1) for item in value]
     raise DcborError("unencodable", f"{kind.__name__} is not in the det-CBOR subset")
 
 

@@ -16,6 +16,7 @@ from protos.limits import SUBMIT_MANY_MAX
 from protos.pool.v1 import claims_pb2, claims_pb2_grpc, types_pb2
 from scheduler import kernel
 from scheduler.kernel import Claim, ClaimState, ClusterState, Reason
+from scheduler.kernel.edit import Edit
 from scheduler.service import convert, pages
 from scheduler.service.config import Limits
 from scheduler.service.committed import Committed
@@ -94,19 +95,22 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
         state = self.engine.state
         accepted: list[kernel.ClaimSubmitted] = []
         refusals: list[Refused | None] = []
-        for request in requests:
-            try:
-                answer = checked(kernel.submit(state, convert.spec_from(request), now))
-                if isinstance(answer, kernel.ClaimSubmitted):
-                    self._admit_submission(answer.spec.tenant)
-            except Refused as refusal:
-                refusals.append(refusal)
-                continue
-            refusals.append(None)
-            if isinstance(answer, kernel.ClaimSubmitted):   # else an identical resubmission: its original answer
-                state = kernel.apply(state, answer)
-                accepted.append(answer)
-                self.open.opened(answer.spec.tenant, answer.spec.claim_id)
+        # the states checked against are this loop's own, thrown away after it (decide applies
+        # the accepted claims again, to the engine's state): one edit batch, each path copied once
+        with Edit():
+            for request in requests:
+                try:
+                    answer = checked(kernel.submit(state, convert.spec_from(request), now))
+                    if isinstance(answer, kernel.ClaimSubmitted):
+                        self._admit_submission(answer.spec.tenant)
+                except Refused as refusal:
+                    refusals.append(refusal)
+                    continue
+                refusals.append(None)
+                if isinstance(answer, kernel.ClaimSubmitted):   # else an identical resubmission: its original answer
+                    state = kernel.apply(state, answer)
+                    accepted.append(answer)
+                    self.open.opened(answer.spec.tenant, answer.spec.claim_id)
         try:
             if accepted:
                 await self.engine.decide(accepted, now)

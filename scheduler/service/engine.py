@@ -22,6 +22,7 @@ from scheduler.kernel import (Claim, ClaimAdmitted, ClaimRefused, ClaimSubmitted
                               PendingReasons, Progress, Reason, apply, decide, event_from_body)
 from scheduler.kernel.events import Released, Settled
 from scheduler.kernel import checkpoint
+from scheduler.kernel.edit import Edit
 from scheduler.kernel.pmap import PMap
 from scheduler.ledger.dcbor import DcborError
 from scheduler.ledger.receipts import Entry, check_size
@@ -205,19 +206,20 @@ class Engine:
         claims: set[str] = set()
         workers: set[str] = set()
         kinds: dict[str, str] = {}
-        for (kind, body, built), item in zip(records, prepared):
-            seq = writer.next_seq
-            if result is None:
-                event = self.fold(kind, body, seq, built)
-                state = self.state
-            else:
-                event, state = built, result
-                self._forget(event)
-            if event is not None:
-                self.on_event(state, event)
-                kinds.update(dict.fromkeys(self._stamp(state, event, seq, claims, workers), kind))
-                self._note_actor(event, actor)
-            futures.append(writer.enqueue(item))
+        with Edit():   # one batch: the receipt seqs and actors of a commit's claims copy each path once (edit.py)
+            for (kind, body, built), item in zip(records, prepared):
+                seq = writer.next_seq
+                if result is None:
+                    event = self.fold(kind, body, seq, built)
+                    state = self.state
+                else:
+                    event, state = built, result
+                    self._forget(event)
+                if event is not None:
+                    self.on_event(state, event)
+                    kinds.update(dict.fromkeys(self._stamp(state, event, seq, claims, workers), kind))
+                    self._note_actor(event, actor)
+                futures.append(writer.enqueue(item))
         if result is not None:
             self.state = result
         for host in workers:   # each host's last version of the commit: the only one its agent can be sent

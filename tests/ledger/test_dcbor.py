@@ -102,3 +102,55 @@ def test_unencodable(value):
 def test_tuples_and_unsorted_dicts_normalize():
     assert dcbor.decode(dcbor.encode({"zz": (1, 2), "a": {"y": 1, "x": 2}})) == \
         {"a": {"x": 2, "y": 1}, "zz": [1, 2]}
+
+
+def plain_normalize(value, depth=0):
+    """The reference dcbor.normalize is held to: the plain recursive walk."""
+    kind = type(value)
+    if kind in (str, bytes, bool) or value is None:
+        return value
+    if kind is int:
+        if not -(1 << 64) <= value < 1 << 64:
+            raise DcborError("unencodable", "integer outside the CBOR range")
+        return value
+    if depth >= dcbor.MAX_DEPTH:
+        raise DcborError("unencodable", "too deep")
+    if kind is dict:
+        if not all(type(key) is str for key in value):
+            raise DcborError("unencodable", "a map key is not a text string")
+        order = sorted(value, key=lambda key: (len(key.encode()), key.encode()))
+        return {key: plain_normalize(value[key], depth + 1) for key in order}
+    if kind in (list, tuple):
+        return [plain_normalize(item, depth + 1) for item in value]
+    raise DcborError("unencodable", f"{kind.__name__} is not in the subset")
+
+
+wild = (st.integers(-(1 << 65), 1 << 65) | st.text(max_size=4) | st.binary(max_size=4) | st.booleans() | st.none()
+        | st.floats(allow_nan=False) | st.just(1 << 64))
+nested = st.recursive(wild, lambda inner: st.lists(inner, max_size=3) | st.tuples(inner, inner)
+                      | st.dictionaries(st.text(max_size=3) | st.integers(0, 2), inner, max_size=4)
+                      | st.builds(lambda items: dict(reversed(list(items.items()))),
+                                  st.dictionaries(st.text(max_size=3), inner, max_size=4))
+                      | st.dictionaries(st.text(max_size=3), st.integers(), min_size=15, max_size=20),  # past the cache's
+                      max_leaves=25)
+
+
+def outcome(normalize, value):
+    try:
+        result = normalize(value)
+    except DcborError as error:
+        return "refused", error.reason
+    return "ok", result, repr(result)   # repr: key order and list-vs-tuple count, not only equality
+
+
+@given(nested, st.integers(dcbor.MAX_DEPTH - 3, dcbor.MAX_DEPTH))
+def test_normalize_is_the_plain_walk(value, depth):
+    """Key orders are cached and scalars in maps and arrays taken inline: the
+    same result (keys in the same order, tuples as lists) and the same refusals,
+    the cache cold and warm, near the depth cap too."""
+    for _ in range(2):
+        assert outcome(dcbor.normalize, value) == outcome(plain_normalize, value)
+    wrapped = value
+    for _ in range(depth):
+        wrapped = [wrapped]
+    assert outcome(dcbor.normalize, wrapped)[0] == outcome(plain_normalize, wrapped)[0]
