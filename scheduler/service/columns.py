@@ -1,0 +1,66 @@
+"""Columns derived from one host's batch, for the evidence rules: each
+computed when a rule first reads it, once per batch.
+
+Two have a speed trick, each beside the plain computation it must equal
+(tests/service/test_evidence_columns.py compares them on random batches):
+
+- `sums`, each window's shares summed: when every window has one share
+  (a sole occupant's window, the usual one), that share is the sum;
+- `previous`, the end of the window before each on its device: when the
+  batch's devices repeat in one fixed order (an agent cuts every device at
+  each boundary), it is the end `period` windows back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import cached_property
+from itertools import accumulate
+from operator import sub
+
+from scheduler.service.observed import Windows
+
+
+class Derived:
+    def __init__(self, windows: Windows, ends: Mapping[str, int]) -> None:
+        self.windows = windows
+        self.ends = ends   # device id -> the end of its last counted window
+
+    @cached_property
+    def one_share_each(self) -> bool:
+        return self.windows.shares == [1] * len(self.windows.shares)
+
+    @cached_property
+    def bounds(self) -> list[int]:
+        """Window i's shares are share columns [bounds[i], bounds[i + 1])."""
+        return list(accumulate(self.windows.shares, initial=0))
+
+    @cached_property
+    def sums(self) -> list[int]:
+        """Each window's shares' µJ, summed."""
+        if self.one_share_each:
+            return self.windows.share_uj
+        return sums_plainly(self.windows, self.bounds)
+
+    @cached_property
+    def previous(self) -> list[int]:
+        """For each window, the end of the window before it on its device: in
+        the batch, else the last one counted (0 for a device's first window)."""
+        device, period = self.windows.device, len(set(self.windows.device))
+        if period and len(set(device[:period])) == period and device[period:] == device[:-period]:
+            return [self.ends.get(d, 0) for d in device[:period]] + self.windows.end_ns[:-period]
+        return previous_plainly(self.ends, self.windows)
+
+
+def sums_plainly(w: Windows, bounds: list[int]) -> list[int]:
+    total = list(accumulate(w.share_uj, initial=0))
+    return list(map(sub, map(total.__getitem__, bounds[1:]), map(total.__getitem__, bounds)))
+
+
+def previous_plainly(ends: Mapping[str, int], w: Windows) -> list[int]:
+    last = dict(ends)
+    out = []
+    for device, end in zip(w.device, w.end_ns):
+        out.append(last.get(device, 0))
+        last[device] = end
+    return out
