@@ -26,8 +26,9 @@ from scheduler.kernel.edit import Edit
 from scheduler.kernel.pmap import PMap
 from scheduler.ledger.dcbor import DcborError
 from scheduler.ledger.receipts import Entry, check_size
-from scheduler.ledger.steward import prepare
+from scheduler.ledger.steward import Prepared, prepare
 from scheduler.ledger.writer import GroupCommitWriter
+from scheduler.service import window_body
 from scheduler.service.committed import Committed
 from scheduler.service.principal import caller
 from scheduler.service.occupancies import Occupancies
@@ -199,9 +200,8 @@ class Engine:
         assert writer is not None
         records = list(records)
         actor = caller().name   # the call in progress, or the scheduler's own work
-        prepared = [prepare(kind, body, now_ns, actor=actor) for kind, body, _ in records]   # a bad body changes nothing
-        for item in prepared:
-            check_size(item.kind, item.body)   # nor does one too large for a receipt (ReceiptTooLarge)
+        # a bad body changes nothing, nor does one too large for a receipt (ReceiptTooLarge)
+        prepared = [_prepared(kind, body, now_ns, actor) for kind, body, _ in records]
         futures: list[asyncio.Future] = []
         claims: set[str] = set()
         workers: set[str] = set()
@@ -319,6 +319,17 @@ class Engine:
         """Fold and queue a batch now; the future resolves once it is durable
         (so a stream can check the next batch meanwhile)."""
         return asyncio.ensure_future(self.queue([(WINDOWS, windows_body(worker, windows), windows)], now_ns))
+
+
+def _prepared(kind: str, body: dict[str, Any], now_ns: int, actor: str | None) -> Prepared:
+    """A record checked, normalized and sized for the ledger (ValueError, or
+    ReceiptTooLarge, if it cannot be a receipt): a batch of windows from its
+    columns (window_body.py), anything else value by value."""
+    if kind == WINDOWS:
+        return window_body.prepared(body, now_ns, actor)
+    item = prepare(kind, body, now_ns, actor=actor)
+    check_size(item.kind, item.body)
+    return item
 
 
 def _touched(after: ClusterState, event: Event, claims: set[str], workers: set[str]) -> None:
