@@ -220,19 +220,19 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
     async def _count(self, host: str, batch: agent_pb2.WindowBatch) -> tuple[asyncio.Future | None, int, int]:
         """Check a batch and count its new windows: (durable, the seq to ack once
         it is, how many were new). A host not yet live becomes live first."""
-        windows, versions = convert.windows_from(batch), convert.occupancy_versions(batch)
-        fresh, versions = self._checked(host, windows, versions)
+        windows, versions = convert.batch_columns(batch)
+        fresh = self._checked(host, windows, versions)
         self.metrics.duplicate_windows.inc(len(windows.seq) - len(fresh.seq))
         if not fresh.seq:
             return None, self.engine.state.acked.get(host, 0), 0
         if not self.engine.state.workers[host].live:
             await self._set_live(host, True)
-            fresh, versions = self._checked(host, windows, convert.occupancy_versions(batch))
+            fresh = self._checked(host, windows, versions)
         durable = self.engine.record_windows(host, fresh, time.time_ns()) if fresh.seq else None
         return durable, self.engine.state.acked.get(host, 0), len(fresh.seq)
 
-    def _checked(self, host: str, windows: evidence.Windows, versions: list[int]):
-        """The batch's new windows and their occupancy versions, once every rule passes."""
+    def _checked(self, host: str, windows: evidence.Windows, versions: list[int]) -> evidence.Windows:
+        """The batch's new windows, once every rule passes."""
         evidence.check_order(host, windows)
         state, acked = self.engine.state, self.engine.state.acked.get(host, 0)
         fresh = windows.since(acked)
@@ -245,7 +245,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             acked, self.engine.observed.ends.get(host, {}), time.time_ns(), self.limits,
             lambda v: self.engine.occupancies.find(state, host, v, current, opened))
         evidence.check(context, fresh, versions)
-        return fresh, versions
+        return fresh
 
     async def _acknowledge(self, pending: asyncio.Queue, outbox: Outbox) -> None:
         """Ack each counted batch once it is durable (those before it are then

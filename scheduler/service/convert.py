@@ -93,8 +93,15 @@ _GRADE_NAMES = {int(g): g.name for g in Grade}   # a wire value outside these be
 
 
 def windows_from(batch: agent_pb2.WindowBatch) -> Windows:
+    """A batch straight into the body's columns (see batch_columns)."""
+    return batch_columns(batch)[0]
+
+
+def batch_columns(batch: agent_pb2.WindowBatch) -> tuple[Windows, list[int]]:
     """A batch straight into the body's columns, a field at a time at C speed
-    (no object per window). Unchecked: see agents._check_windows."""
+    (no object per window), and beside them each window's occupancy version
+    (checked, not recorded: the shares it produced are). Unchecked: see
+    evidence.py."""
     windows = list(batch.windows)   # one wrapper per message: each pass over the field would make new ones
     shares = _column(windows, "shares")
     flat = list(chain.from_iterable(shares))
@@ -105,15 +112,10 @@ def windows_from(batch: agent_pb2.WindowBatch) -> Windows:
     reasons = _column(windows, "gap_reason")
     if None in uj or any(reasons):   # the gap columns exist only in a batch with a gap (or a bad window)
         gap, lost = list(map(GAP_NAMES.get, reasons)), _column(windows, "lost_windows")
-    return Windows(_column(windows, "device_id"), _column(windows, "seq"), _column(windows, "start_ns"),
-                   _column(windows, "end_ns"), uj, _grades(windows), list(map(len, shares)),
-                   _column(flat, "occupant"), _column(flat, "uj"), _grades(flat), gap, lost)
-
-
-def occupancy_versions(batch: agent_pb2.WindowBatch) -> list[int]:
-    """Each window's occupancy version, beside the body's columns (the version
-    is checked, not recorded: the shares it produced are)."""
-    return _column(list(batch.windows), "occupancy_version")
+    return (Windows(_column(windows, "device_id"), _column(windows, "seq"), _column(windows, "start_ns"),
+                    _column(windows, "end_ns"), uj, _grades(windows), list(map(len, shares)),
+                    _column(flat, "occupant"), _column(flat, "uj"), _grades(flat), gap, lost),
+            _column(windows, "occupancy_version"))
 
 
 def _column(messages: list, field: str) -> list:
