@@ -77,7 +77,7 @@ class Engine:
         # claim id -> the principal whose call submitted it, and whose Release ended it (receipt actors)
         self.submitted_by, self.released_by = PMap(), PMap()
         self.witness_keys: frozenset = frozenset()   # trusted witnesses' PublicKeys ([ledger] witness_keys)
-        self.occupancies = Occupancies()      # what each version was, for checking windows (evidence.py)
+        self.occupancies = Occupancies(self.observed.holders)   # what each version was, for checking windows
         self.committed = self._view(0)        # what reads serve (committed.py)
         self._listeners: list[Callable[[Change], None]] = []
         self._last: asyncio.Future | None = None   # the receipts queued last, all durable when it is

@@ -149,11 +149,35 @@ def held_by(claims: Mapping[str, Claim], active: Iterable[str]) -> dict[str, dic
     return by_device
 
 
+class Holders:
+    """`occupants(state, host)`, kept per host while the host's open claims
+    are the same: the same `WorkerLoad.active` tuple (a state's loads are
+    immutable, and an admitted claim's devices and CPU are fixed until it is
+    settled, which makes a new tuple). A host with thousands of open claims
+    otherwise walks them all for every batch its agent sends. The answers are
+    shared: read them, never change them. tests/service/test_engine.py checks
+    them against `occupants` through random submissions, releases and windows."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, tuple[tuple[str, ...], dict[str, dict[str, int]]]] = {}
+
+    def __call__(self, state: ClusterState, host: str) -> dict[str, dict[str, int]]:
+        load = state.loads.get(host)
+        active = load.active if load is not None else ()
+        known = self._known.get(host)
+        if known is not None and known[0] is active:
+            return known[1]
+        held = occupants(state, host)
+        self._known[host] = (active, held)
+        return held
+
+
 class Observed:
     """The rows and observations carry the seq of the receipt they came from,
     so that reads can serve only what is durable (committed.py)."""
 
     def __init__(self, retention: int) -> None:
+        self.holders = Holders()   # who occupies what on each host, for every batch folded and checked
         # split rows as plain tuples in SplitRow's order, grades by name, then the receipt's seq
         self.rows: deque[tuple] = deque(maxlen=retention)
         self.rows_dropped = 0   # rows the retention has pushed out: rows[i] is row number rows_dropped + i
@@ -181,7 +205,7 @@ class Observed:
         self.rows.extend(zip(map(tenant.__getitem__, fresh.occupant), fresh.occupant, repeat(worker),
                              map(fresh.device.__getitem__, owner), map(fresh.start_ns.__getitem__, owner),
                              map(fresh.end_ns.__getitem__, owner), fresh.share_uj, fresh.share_grade, repeat(seq)))
-        on_device = occupants(state, worker)
+        on_device = self.holders(state, worker)
         self._observe(on_device, fresh, owner, seq)
         self._gaps(state, worker, on_device, fresh, seq)
         self.ends.setdefault(worker, {}).update(zip(fresh.device, fresh.end_ns))
@@ -191,8 +215,8 @@ class Observed:
     def _observe(self, on_device: Mapping[str, Mapping[str, int]], w: Windows, owner: list[int], seq: int) -> None:
         """Each claim on a window's device sees the window: its own share's µJ
         and grade (none if the window has no figure), else the window's grade."""
-        if not on_device:
-            return
+        if not any((CPU_PREFIX if d.startswith(CPU_PREFIX) else d) in on_device for d in set(w.device)):
+            return   # no claim occupies any of the batch's devices
         mine = {(i, o): (uj, g) for i, o, uj, g in zip(owner, w.occupant, w.share_uj, w.share_grade)}
         for i, device in enumerate(w.device):
             claim_ids = on_device.get(CPU_PREFIX if device.startswith(CPU_PREFIX) else device, ())

@@ -13,12 +13,12 @@ when the scheduler first *sends* a newer one to the host's agent.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from protos.energy import MDEV_PER_DEVICE, with_unallocated
 from scheduler.kernel import Claim, ClusterState, Worker
-from scheduler.service.observed import CPU_PREFIX, held_by
+from scheduler.service.observed import CPU_PREFIX, held_by, occupants
 
 # occupancy versions remembered per host: a busy host changes occupancy with every admission
 # and release, and an agent's spooled windows may name a version from before a failover
@@ -41,8 +41,16 @@ class Issued:
     superseded_ns: int | None = None
 
 
-def issued(state: ClusterState, host: str, version: int) -> Issued:
-    return Recorded.of(state, host, version).issued()
+def issued(state: ClusterState, host: str, version: int,
+           holders: Callable[[ClusterState, str], Mapping[str, Mapping[str, int]]] = occupants) -> Issued:
+    """`version` as the host's state makes it now (`holders`: occupants, or a
+    cache of it, observed.Holders)."""
+    return Issued(version, weights(state.workers[host], holders(state, host)))
+
+
+def weights(worker: Worker, held: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
+    """The split weights of each thing a host's claims occupy, `unallocated` included."""
+    return {key: _weights(cap, held.get(key, {})) for key, cap in capacities(worker).items()}
 
 
 @dataclass(slots=True)
@@ -66,8 +74,7 @@ class Recorded:
 
     def issued(self) -> Issued:
         if self._weights is None:
-            held = held_by(self.claims, self.active)
-            self._weights = {key: _weights(cap, held.get(key, {})) for key, cap in capacities(self.worker).items()}
+            self._weights = weights(self.worker, held_by(self.claims, self.active))
         return Issued(self.version, self._weights, self.superseded_ns)
 
 
@@ -80,8 +87,9 @@ def _weights(capacity: int, held: dict[str, int]) -> dict[str, int]:
 class Occupancies:
     """The occupancy versions recorded for each host, the last HISTORY of them."""
 
-    def __init__(self) -> None:
+    def __init__(self, holders: Callable[[ClusterState, str], Mapping[str, Mapping[str, int]]] = occupants) -> None:
         self._by_host: dict[str, deque[Recorded]] = {}
+        self._holders = holders   # occupants, or a cache of it (observed.Holders), for the current version
 
     def record(self, state: ClusterState, hosts: Iterable[str], version: int) -> None:
         """`hosts` changed occupancy at receipt `version` (state: right after it)."""
@@ -113,7 +121,8 @@ class Occupancies:
     def find(self, state: ClusterState, host: str, version: int, current: int, opened_ns: int) -> Issued | None:
         """What the scheduler sent as `version` (current: the host's version now)."""
         if version == current:
-            return issued(state, host, version)   # from the state itself: a re-registration may have changed it
+            return issued(state, host, version, self._holders)   # from the state itself: a re-registration may
+            # have changed it
         if version == 0:
             return Issued(0, {}, opened_ns)
         return next((e.issued() for e in self._by_host.get(host, ()) if e.version == version), None)

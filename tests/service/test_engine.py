@@ -24,7 +24,7 @@ from scheduler.ledger.sqlite import SqliteStore
 from scheduler.ledger.steward import Steward
 from scheduler.ledger.writer import GroupCommitWriter
 from scheduler.service.engine import Engine
-from scheduler.service.observed import Windows
+from scheduler.service.observed import Holders, Windows, occupants
 
 KEY = keys.generate()
 TREE = (Tenant("root", guarantee_uj=10_000, guarantee_mdev=4000),
@@ -348,3 +348,30 @@ def test_a_refusal_is_told_only_once_the_state_it_was_judged_on_is_durable(tmp_p
         steward.close()
 
     asyncio.run(run())
+
+
+@settings(max_examples=25)
+@given(ops=OPS)
+def test_the_kept_occupants_are_the_hosts_occupants(tmp_path_factory, ops):
+    """observed.Holders, asked at every batch folded and every occupancy
+    recorded through random submissions, releases and windows, answers what
+    occupants() computes from the state there and then."""
+    path = tmp_path_factory.mktemp("ledger") / "ledger.sqlite"
+    asked = []
+    real = Holders.__call__
+
+    def checked(self, state, host):
+        got = real(self, state, host)
+        assert got == occupants(state, host)
+        asked.append(bool(got))
+        return got
+
+    async def run() -> None:
+        engine, steward = opened(path)
+        await drive(engine, ops)
+        await close(engine, steward)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Holders, "__call__", checked)
+        asyncio.run(run())
+    assert asked or not any(op[0] == "window" for op in ops)
