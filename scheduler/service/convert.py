@@ -12,7 +12,7 @@ from scheduler.kernel import (Claim, ClaimSpec, ClaimVerdict, Device, Estimate, 
                               PreemptionPlan, Reason, Resources, TenantView, Tier, Worker, WorkerView, tier)
 from scheduler.service.config import WorkerOverride
 from scheduler.service.errors import Refused
-from scheduler.service.observed import GAP_NAMES, GapRecord, SplitRow, Windows
+from scheduler.service.observed import GAP_NAMES, GapRecord, SplitRow, Windows, WireWindows
 
 
 def known(enum, value: int, field: str) -> int:
@@ -97,7 +97,7 @@ def windows_from(batch: agent_pb2.WindowBatch) -> Windows:
     return batch_columns(batch)[0]
 
 
-def batch_columns(batch: agent_pb2.WindowBatch) -> tuple[Windows, list[int]]:
+def batch_columns(batch: agent_pb2.WindowBatch) -> tuple[WireWindows, list[int]]:
     """A batch straight into the body's columns, a field at a time at C speed
     (no object per window), and beside them each window's occupancy version
     (checked, not recorded: the shares it produced are). Unchecked: see
@@ -112,9 +112,9 @@ def batch_columns(batch: agent_pb2.WindowBatch) -> tuple[Windows, list[int]]:
     reasons = _column(windows, "gap_reason")
     if None in uj or any(reasons):   # the gap columns exist only in a batch with a gap (or a bad window)
         gap, lost = list(map(GAP_NAMES.get, reasons)), _column(windows, "lost_windows")
-    return (Windows(_column(windows, "device_id"), _column(windows, "seq"), _column(windows, "start_ns"),
-                    _column(windows, "end_ns"), uj, _grades(windows), list(map(len, shares)),
-                    _column(flat, "occupant"), _column(flat, "uj"), _grades(flat), gap, lost),
+    return (WireWindows(_column(windows, "device_id"), _column(windows, "seq"), _column(windows, "start_ns"),
+                        _column(windows, "end_ns"), uj, _grades(windows), list(map(len, shares)),
+                        _column(flat, "occupant"), _column(flat, "uj"), _grades(flat), gap, lost),
             _column(windows, "occupancy_version"))
 
 

@@ -32,7 +32,7 @@ from scheduler.service import window_body
 from scheduler.service.committed import Committed
 from scheduler.service.principal import caller
 from scheduler.service.occupancies import Occupancies
-from scheduler.service.observed import WINDOWS, Observed, Windows, windows_body, windows_from_body
+from scheduler.service.observed import WINDOWS, Observed, Windows, WireWindows, windows_body, windows_from_body
 
 log = logging.getLogger("pool.scheduler")
 
@@ -201,7 +201,7 @@ class Engine:
         records = list(records)
         actor = caller().name   # the call in progress, or the scheduler's own work
         # a bad body changes nothing, nor does one too large for a receipt (ReceiptTooLarge)
-        prepared = [_prepared(kind, body, now_ns, actor) for kind, body, _ in records]
+        prepared = [_prepared(kind, body, built, now_ns, actor) for kind, body, built in records]
         futures: list[asyncio.Future] = []
         claims: set[str] = set()
         workers: set[str] = set()
@@ -321,12 +321,12 @@ class Engine:
         return asyncio.ensure_future(self.queue([(WINDOWS, windows_body(worker, windows), windows)], now_ns))
 
 
-def _prepared(kind: str, body: dict[str, Any], now_ns: int, actor: str | None) -> Prepared:
+def _prepared(kind: str, body: dict[str, Any], built: Any, now_ns: int, actor: str | None) -> Prepared:
     """A record checked, normalized and sized for the ledger (ValueError, or
     ReceiptTooLarge, if it cannot be a receipt): a batch of windows from its
     columns (window_body.py), anything else value by value."""
     if kind == WINDOWS:
-        return window_body.prepared(body, now_ns, actor)
+        return window_body.prepared(body, now_ns, actor, wire=type(built) is WireWindows)
     item = prepare(kind, body, now_ns, actor=actor)
     check_size(item.kind, item.body)
     return item

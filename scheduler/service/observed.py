@@ -72,13 +72,21 @@ class Windows(NamedTuple):
         """The index of each share's window."""
         return list(chain.from_iterable(map(repeat, range(len(self.shares)), self.shares)))
 
+    def per_share(self, column: list) -> list:
+        """A per-window column with each window's entry once for each of its
+        shares: the column itself when every window has one share (a sole
+        occupant's, the usual window)."""
+        if len(self.occupant) == len(self.shares) and self.shares == [1] * len(self.shares):
+            return column
+        return list(map(column.__getitem__, self.window_of_shares()))
+
     def since(self, seq: int) -> Windows:
         """The windows above `seq` (seqs increase within a batch)."""
         first = bisect_right(self.seq, seq)
         if not first:
             return self
         skipped = sum(self.shares[:first])
-        return Windows(*(column[first:] for column in self[:_PER_WINDOW]),
+        return type(self)(*(column[first:] for column in self[:_PER_WINDOW]),
                        *(column[skipped:] for column in self[_PER_WINDOW:_SHARES]),
                        *(None if column is None else column[first:] for column in self[_SHARES:]))
 
@@ -89,6 +97,19 @@ class Windows(NamedTuple):
         reasons, lost = self.gap or repeat(None), self.lost or repeat(0)
         return [(i, reason or UNKNOWN_GAP, n) for i, (uj, reason, n) in enumerate(zip(self.uj, reasons, lost))
                 if uj is None]
+
+
+class WireWindows(Windows):
+    """A batch's columns as read from its protobuf messages
+    (convert.batch_columns): every item is of the type its field declares,
+    text (the TEXT columns) or an integer within uint64, or None where a
+    field may be unset; window_body takes such columns without looking at
+    each item."""
+
+    __slots__ = ()
+
+
+TEXT = frozenset({"worker", "device", "grade", "occupant", "share_grade", "gap"})   # the body's text columns
 
 
 class SplitRow(NamedTuple):
@@ -199,25 +220,24 @@ class Observed:
         if not fresh.seq:
             return None
         claims = {o: state.claims.get(o) for o in set(fresh.occupant)}
-        owner = fresh.window_of_shares()
         tenant = {o: c.tenant if c else "" for o, c in claims.items()}
         self.rows_dropped += max(0, len(self.rows) + len(fresh.occupant) - (self.rows.maxlen or 0))
         self.rows.extend(zip(map(tenant.__getitem__, fresh.occupant), fresh.occupant, repeat(worker),
-                             map(fresh.device.__getitem__, owner), map(fresh.start_ns.__getitem__, owner),
-                             map(fresh.end_ns.__getitem__, owner), fresh.share_uj, fresh.share_grade, repeat(seq)))
+                             *map(fresh.per_share, (fresh.device, fresh.start_ns, fresh.end_ns)),
+                             fresh.share_uj, fresh.share_grade, repeat(seq)))
         on_device = self.holders(state, worker)
-        self._observe(on_device, fresh, owner, seq)
+        self._observe(on_device, fresh, seq)
         self._gaps(state, worker, on_device, fresh, seq)
         self.ends.setdefault(worker, {}).update(zip(fresh.device, fresh.end_ns))
         admitted = {o for o, c in claims.items() if c is not None and c.state is ClaimState.ADMITTED}
         return Metered(worker, fresh.seq[-1], _deltas(admitted, fresh))
 
-    def _observe(self, on_device: Mapping[str, Mapping[str, int]], w: Windows, owner: list[int], seq: int) -> None:
+    def _observe(self, on_device: Mapping[str, Mapping[str, int]], w: Windows, seq: int) -> None:
         """Each claim on a window's device sees the window: its own share's µJ
         and grade (none if the window has no figure), else the window's grade."""
         if not any((CPU_PREFIX if d.startswith(CPU_PREFIX) else d) in on_device for d in set(w.device)):
             return   # no claim occupies any of the batch's devices
-        mine = {(i, o): (uj, g) for i, o, uj, g in zip(owner, w.occupant, w.share_uj, w.share_grade)}
+        mine = {(i, o): (uj, g) for i, o, uj, g in zip(w.window_of_shares(), w.occupant, w.share_uj, w.share_grade)}
         for i, device in enumerate(w.device):
             claim_ids = on_device.get(CPU_PREFIX if device.startswith(CPU_PREFIX) else device, ())
             for claim_id in claim_ids:

@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 from scheduler.ledger import dcbor
 from scheduler.ledger.receipts import check_size
 from scheduler.ledger.steward import Prepared, prepare
-from scheduler.service.observed import WINDOWS
+from scheduler.service.observed import TEXT, WINDOWS
 
 _INT_MIN, _INT_LIMIT = -(1 << 64), 1 << 64   # CBOR's integers (dcbor)
 _PLAIN = frozenset({int, str, type(None)})   # items dcbor.normalize returns as they are
@@ -40,10 +40,11 @@ _CORE_MARGIN = 64 << 10
 _HEAD = 9                                    # the longest head of a CBOR item (type and length or value)
 
 
-def prepared(body: dict[str, Any], time_ns: int, actor: str | None) -> Prepared:
+def prepared(body: dict[str, Any], time_ns: int, actor: str | None, wire: bool = False) -> Prepared:
     """steward.prepare(WINDOWS, body, …) and receipts.check_size on it, for a
-    body made by observed.windows_body: the same Prepared, the same errors."""
-    judged = judge(body)
+    body made by observed.windows_body (`wire`: of observed.WireWindows):
+    the same Prepared, the same errors."""
+    judged = judge(body, wire)
     if judged is None:
         item = prepare(WINDOWS, body, time_ns, actor=actor)   # the plain way: value by value
     else:
@@ -58,10 +59,12 @@ class Judged(NamedTuple):
     bound: int               # at least the length of its encoding
 
 
-def judge(body: dict[str, Any]) -> Judged | None:
+def judge(body: dict[str, Any], wire: bool = False) -> Judged | None:
     """The body in normal form and a bound on its encoding's length, if every
     value is a text or a flat list of plain items in range and every text is
-    ASCII (a character a byte); else None (the plain way decides)."""
+    ASCII (a character a byte); else None (the plain way decides). `wire`:
+    the body of observed.WireWindows, whose items are known to be plain and
+    in range (protobuf's types), so only its texts are looked at."""
     bound = _HEAD
     for key, value in body.items():
         bound += 2 * _HEAD + len(key)
@@ -72,6 +75,14 @@ def judge(body: dict[str, Any]) -> Judged | None:
             continue
         if type(value) is not list:
             return None
+        if wire:
+            bound += _HEAD * len(value)
+            if key in TEXT:
+                texts = list(filter(None, value))
+                if not all(map(str.isascii, texts)):
+                    return None
+                bound += sum(map(len, texts))
+            continue
         kinds = set(map(type, value))
         if not kinds <= _PLAIN:
             return None

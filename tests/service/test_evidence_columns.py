@@ -175,3 +175,6 @@ def test_derived_columns_equal_their_plain_computation(case, period):
     derived = Derived(windows, context.ends)
     assert derived.sums == sums_plainly(windows, derived.bounds)
     assert derived.previous == previous_plainly(context.ends, windows)
+    owner = windows.window_of_shares()
+    if len(owner) == len(windows.occupant):   # Windows.per_share, which Observed.fold uses, likewise
+        assert windows.per_share(windows.end_ns) == [windows.end_ns[i] for i in owner]

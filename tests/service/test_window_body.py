@@ -15,7 +15,7 @@ from scheduler.ledger.receipts import ReceiptTooLarge, check_size
 from scheduler.ledger.steward import prepare
 from scheduler.service import window_body
 from scheduler.service.convert import windows_from
-from scheduler.service.observed import WINDOWS, Windows, windows_body
+from scheduler.service.observed import TEXT, WINDOWS, Windows, WireWindows, windows_body
 
 U64 = (1 << 64) - 1
 HOSTILE = st.one_of(st.sampled_from([-(1 << 64) - 1, 1 << 64, 1 << 70, True, False, "\ud800", "é", 0.5]),
@@ -73,9 +73,10 @@ def test_prepared_is_the_plain_prepare_and_size_check(body, time_ns, actor):
         assert judged.bound >= len(dcbor.encode_normalized(judged.normal))
 
 
-SHARE = st.builds(types_pb2.Share, occupant=st.sampled_from(["unallocated", "a", "claim-7"]), uj=st.integers(0, U64),
-                  grade=st.sampled_from([0, 1, 2, 3]))
-WINDOW = st.builds(agent_pb2.Window, device_id=st.sampled_from(["GPU-0", "cpu:0", ""]), seq=st.integers(0, U64),
+NAMES = st.text(alphabet="abcGPU-0:._", min_size=0, max_size=40)   # long enough to outgrow an item's head
+SHARE = st.builds(types_pb2.Share, occupant=st.one_of(NAMES, st.sampled_from(["unallocated", "é"])),
+                  uj=st.integers(0, U64), grade=st.sampled_from([0, 1, 2, 3]))
+WINDOW = st.builds(agent_pb2.Window, device_id=st.one_of(NAMES, st.just("GPU-é")), seq=st.integers(0, U64),
                    start_ns=st.integers(0, U64), end_ns=st.integers(0, U64), uj=st.one_of(st.none(), st.integers(0, U64)),
                    grade=st.sampled_from([0, 1, 2, 3, 99]), shares=st.lists(SHARE, max_size=3),
                    occupancy_version=st.integers(0, U64), gap_reason=st.sampled_from([0, 1, 4]),
@@ -85,11 +86,25 @@ WINDOW = st.builds(agent_pb2.Window, device_id=st.sampled_from(["GPU-0", "cpu:0"
 @settings(max_examples=200, deadline=None)
 @given(st.lists(WINDOW, max_size=6))
 def test_every_batch_from_the_wire_takes_the_column_way(windows):
-    body = windows_body("host-1", windows_from(agent_pb2.WindowBatch(windows=windows)))
-    judged = window_body.judge(body)
-    assert judged is not None
-    assert judged.bound >= len(dcbor.encode_normalized(judged.normal))
-    assert outcome(lambda: window_body.prepared(body, 5, "agent")) == outcome(lambda: plainly(body, 5, "agent"))
+    """A batch read from protobuf (WireWindows) is judged by its texts alone:
+    as the full judgement judges it, and as the plain way prepares it."""
+    wire = windows_from(agent_pb2.WindowBatch(windows=windows))
+    assert type(wire) is WireWindows and type(wire.since(1)) is WireWindows
+    body = windows_body("host-1", wire)
+    judged = window_body.judge(body, wire=True)
+    assert judged == window_body.judge(body)
+    if judged is None:   # a text that is not ASCII: the plain way sizes it
+        assert not all(map(str.isascii, [*wire.device, *wire.occupant]))
+    else:
+        assert list(judged.normal) == list(window_body.judge(body).normal)
+        assert judged.bound >= len(dcbor.encode_normalized(judged.normal))
+    assert outcome(lambda: window_body.prepared(body, 5, "agent", wire=True)) == \
+        outcome(lambda: plainly(body, 5, "agent"))
+
+
+def test_the_text_columns_are_those_the_body_declares_text():
+    declared = {name for name, kind in Windows.__annotations__.items() if "str" in str(kind)}
+    assert TEXT == declared | {"worker"}
 
 
 def body_of(n: int, occupant: str) -> dict:
