@@ -13,9 +13,10 @@ from typing import NamedTuple
 
 from protos.energy import MDEV_PER_DEVICE, Grade
 
-from .entitlement import MDEV, UJ, Fit, own_pass, total_fit, within_guarantees
+from .entitlement import DEVICES, ENERGY, own_pass, within_allowance, within_guarantees
 from .estimates import Estimate, usable_estimate
 from .events import ClaimAdmitted, ClaimSubmitted, Preempted, Progress, Released
+from .fit import Fit
 from .limits import MAX_GANG_SIZE, MAX_GPU_TYPE_CHARS, MAX_GPU_TYPES, name_error, never_fits
 from .placement import place
 from .preemption import Blocker, Victims, choose, priority_candidates, reclaim_candidates
@@ -223,9 +224,9 @@ def _own_fits(claim: Claim, hold: int):
 
     def blocking(state: ClusterState) -> Blocker | None:
         tree, usage, tenant = state.tree, state.usage, claim.tenant
-        for check in (own_pass, total_fit):
-            for dim, amount in ((UJ, hold), (MDEV, mdev)):
-                fit = own_pass(tree, usage, tenant, dim, amount) if check is own_pass else total_fit(
+        for check in (own_pass, within_allowance):
+            for dim, amount in ((ENERGY, hold), (DEVICES, mdev)):
+                fit = own_pass(tree, usage, tenant, dim, amount) if check is own_pass else within_allowance(
                     tree, usage, tenant, dim, amount, False)
                 if not fit.ok:
                     return Blocker(check.__name__, dim, fit.node, fit.usage)
@@ -267,18 +268,18 @@ def evaluate(state: ClusterState, claim: Claim, now_ns: int = 0, *, gang_ok: boo
         # every node on the path stays within its guarantee counting all its subtree
         # uses: every entitlement check passes, nothing is borrowed, nobody preempted
         if record:
-            own_d = own_pass(tree, usage, spec.tenant, MDEV, mdev)
+            own_d = own_pass(tree, usage, spec.tenant, DEVICES, mdev)
             checks += (_devices_check(own_d, own_d, mdev),
-                       _own_energy_check(own_pass(tree, usage, spec.tenant, UJ, hold_uj), hold_uj, grade))
+                       _own_energy_check(own_pass(tree, usage, spec.tenant, ENERGY, hold_uj), hold_uj, grade))
         return _placement(state, spec, hold_uj, grade, False, None, checks if record else None)
-    own_d = own_pass(tree, usage, spec.tenant, MDEV, mdev)
-    dev = own_d if own_d.ok else total_fit(tree, usage, spec.tenant, MDEV, mdev, True)
+    own_d = own_pass(tree, usage, spec.tenant, DEVICES, mdev)
+    dev = own_d if own_d.ok else within_allowance(tree, usage, spec.tenant, DEVICES, mdev, True)
     if record:
         checks.append(_devices_check(own_d, dev, mdev))
     if not dev.ok:
         return Evaluation(Reason.DEVICES_ENTITLEMENT, _skipped(checks), hold_uj, grade)
 
-    own_e = own_pass(tree, usage, spec.tenant, UJ, hold_uj)
+    own_e = own_pass(tree, usage, spec.tenant, ENERGY, hold_uj)
     if record:
         checks.append(_own_energy_check(own_e, hold_uj, grade))
     borrowing = not (own_e.ok and own_d.ok)
@@ -303,7 +304,7 @@ def evaluate(state: ClusterState, claim: Claim, now_ns: int = 0, *, gang_ok: boo
                 detail="an Estimator estimate may not borrow" if estimator else ""))
         failure = Reason.ESTIMATOR_MAY_NOT_BORROW
         if not estimator:
-            surplus = total_fit(tree, usage, spec.tenant, UJ, hold_uj, True)
+            surplus = within_allowance(tree, usage, spec.tenant, ENERGY, hold_uj, True)
             if record:
                 checks.append(_check(CheckStep.ENERGY_SURPLUS_PASS_CHECK, surplus, hold_uj, grade,
                                      Reason.ENERGY_SURPLUS, "borrowed from surplus" if surplus.ok
@@ -359,5 +360,5 @@ def borrowed_uj(state: ClusterState, claim: Claim, ev: Evaluation) -> int:
     what its tenant's own guarantee has free (0 in the own pass)."""
     if not ev.borrowed:
         return 0
-    free = max(0, state.tree.nodes[claim.tenant].guarantee_uj - state.usage[claim.tenant].total_uj)
+    free = max(0, state.tree.nodes[claim.tenant].guarantee_uj - state.usage[claim.tenant].energy.total)
     return max(0, ev.hold_uj - free)

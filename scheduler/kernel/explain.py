@@ -116,9 +116,9 @@ def _held_checks(state: ClusterState, claim: Claim) -> tuple[EntitlementCheck, .
         EntitlementCheck(CheckStep.VALIDATE, True, node=node, hold=claim.hold_uj, grade=claim.hold_grade),
         EntitlementCheck(CheckStep.GANG_COMPLETE, True, node=node, detail=gang),
         EntitlementCheck(CheckStep.DEVICES_ENTITLEMENT_CHECK, True, node=node, guarantee=tenant.guarantee_mdev,
-                         usage=usage.total_mdev, hold=spec.resources.gpu_mdev),
+                         usage=usage.devices.total, hold=spec.resources.gpu_mdev),
         EntitlementCheck(CheckStep.ENERGY_OWN_PASS_CHECK, not borrowed, node=node, guarantee=tenant.guarantee_uj,
-                         usage=usage.total_uj, hold=claim.hold_uj, grade=claim.hold_grade,
+                         usage=usage.energy.total, hold=claim.hold_uj, grade=claim.hold_grade,
                          detail=f"beyond its own guarantee: borrowed {claim.borrowed_uj} µJ" if borrowed
                          else "within its own guarantee",
                          reason=Reason.ENERGY_OWN_PASS if borrowed else Reason.REASON_UNSPECIFIED),

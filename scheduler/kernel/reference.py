@@ -25,14 +25,12 @@ from typing import NamedTuple
 from protos.energy import MDEV_PER_DEVICE, Grade, split
 
 from .admission import hold_for, settle
-from .entitlement import Fit  # the record, not the rule: the figures a check reports
+from .fit import Fit  # the record, not the rule: the figures a check reports
 from .events import ClaimAdmitted, ClaimRefused, Event, Preempted
 from .reasons import ClaimState, Placement, Reason
 from .snapshot import Claim, ClaimSpec, ClusterState, DeviceShare, Worker
 from .transitions import apply
-from .tree import TenantTree
-
-ENERGY, DEVICES = "uj", "mdev"
+from .tree import DEVICES, ENERGY, TenantTree  # the dimensions' names, as the kernel's
 
 
 # -- §3 usage -------------------------------------------------------------------
@@ -50,10 +48,10 @@ def claim_usage(state: ClusterState, claim: Claim) -> dict[str, int]:
 class Usage(NamedTuple):
     """One node's usage in one dimension."""
 
-    direct: int   # its own claims
-    total: int    # its whole subtree
-    within: int   # direct, plus each child's `within` up to that child's guarantee
-    locked: int   # guarantee its children may not lend (lend limit) and do not use
+    direct: int     # its own claims
+    total: int      # its whole subtree
+    within: int     # direct, plus each child's `within` up to that child's guarantee
+    held_back: int  # guarantee its children may not lend (lend limit) and do not use
 
 
 def guarantee(tree: TenantTree, name: str, dim: str) -> int:
@@ -61,7 +59,7 @@ def guarantee(tree: TenantTree, name: str, dim: str) -> int:
     return node.guarantee_uj if dim == ENERGY else node.guarantee_mdev
 
 
-def lend_locked(tree: TenantTree, name: str, total_uj: int) -> int:
+def lend_held(tree: TenantTree, name: str, total_uj: int) -> int:
     """Guarantee a node neither uses nor may lend."""
     lend_limit = tree.nodes[name].lend_limit_uj
     return 0 if lend_limit is None else max(0, guarantee(tree, name, ENERGY) - lend_limit - total_uj)
@@ -86,7 +84,7 @@ def rolled_up(tree: TenantTree, direct: dict[str, int], dim: str) -> dict[str, U
             direct[name],
             direct[name] + sum(u.total for u in children),
             direct[name] + sum(min(guarantee(tree, c, dim), u.within) for c, u in zip(names, children)),
-            sum(lend_locked(tree, c, u.total) for c, u in zip(names, children)) if dim == ENERGY else 0)
+            sum(lend_held(tree, c, u.total) for c, u in zip(names, children)) if dim == ENERGY else 0)
         return out[name]
     node(tree.root)
     return out
@@ -126,7 +124,7 @@ def within_allowance(tree: TenantTree, used: dict[str, Usage], tenant: str, dim:
         """Guarantee `name`'s children hold back, but the claimant's branch."""
         if not energy:
             return 0
-        return used[name].locked - (lend_locked(tree, child, used[child].total) if child is not None else 0)
+        return used[name].held_back - (lend_held(tree, child, used[child].total) if child is not None else 0)
 
     allowance = 0
     for depth, name in enumerate(path):
@@ -275,7 +273,7 @@ class Blocker(NamedTuple):
 def own_blocker(state: ClusterState, tenant: str, hold_uj: int, mdev: int) -> Blocker | None:
     """What keeps an own-pass admission out: the own pass, then the
     allowances without borrowing; energy, then devices; the first failure."""
-    for check in ("own_pass", "total_fit"):
+    for check in ("own_pass", "within_allowance"):
         for dim, amount in ((ENERGY, hold_uj), (DEVICES, mdev)):
             used = usage(state, dim)
             fit = own_pass(state.tree, used, tenant, dim, amount) if check == "own_pass" else within_allowance(

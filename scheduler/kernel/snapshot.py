@@ -2,7 +2,7 @@
 
 Everything is a frozen, slotted dataclass or a NamedTuple holding ints,
 strings, tuples and persistent maps and sequences. The records `apply`
-rebuilds on every event (Claim, WorkerLoad, NodeUsage, ClusterState) are
+rebuilds on every event (Claim, WorkerLoad, Usage, ClusterState) are
 NamedTuples: `_replace` costs a fifth of `dataclasses.replace`, and
 `quick_replace` takes a fifth off that for the two replaced on every
 admission. Sets are kept as sorted tuples so that equal states compare equal
@@ -218,21 +218,37 @@ class Claim(NamedTuple):
         return self.hold_uj, self.hold_grade
 
 
+class Usage(NamedTuple):
+    """One tree node's usage of one dimension (µJ or milli-devices, RULES §3),
+    as the roll-up keeps it.
+
+    direct: the node's own claims; total: its whole subtree; within: what the
+    subtree uses within guarantees (direct, plus each child's `within` up to
+    that child's guarantee: what the own pass counts); held_back: guarantee
+    its children neither use nor may lend (lend limits: µJ only, so 0 for
+    devices)."""
+
+    direct: int = 0
+    total: int = 0
+    within: int = 0
+    held_back: int = 0
+
+    def plus(self, direct: int, total: int, within: int, held_back: int) -> Usage:
+        """This usage with each figure added to its own: what `bump` builds
+        per node on every admission and settlement, without NamedTuple's
+        Python-level `__new__` (tested equal to the plain constructor)."""
+        return _new_tuple(Usage, (self.direct + direct, self.total + total, self.within + within,
+                                  self.held_back + held_back))
+
+
+_new_tuple = tuple.__new__
+
+
 class NodeUsage(NamedTuple):
-    """Maintained roll-up of one tree node, per dimension (µJ, mdev).
+    """One tree node's usage, by dimension: what `Rollup[name]` reads."""
 
-    direct: claims of the node itself; total: the whole subtree; inner: direct
-    plus each child's usage capped at its guarantee (what the subtree uses
-    within guarantees); locked_uj: Σ over children of guarantee they may not
-    lend (lend limit) and do not use."""
-
-    direct_uj: int = 0
-    total_uj: int = 0
-    inner_uj: int = 0
-    locked_uj: int = 0
-    direct_mdev: int = 0
-    total_mdev: int = 0
-    inner_mdev: int = 0
+    energy: Usage   # µJ
+    devices: Usage  # milli-devices
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,7 +282,7 @@ class ClusterState(NamedTuple):
     next_seq: int = 1
     next_admit_seq: int = 1
     # derived
-    usage: object = None        # tree.Rollup: tenant -> NodeUsage
+    usage: object = None        # rollup.Rollup: tenant -> NodeUsage
     loads: PMap = PMap()         # worker id -> WorkerLoad
     free_index: FreeIndex = FreeIndex()  # live workers, see placement.free_key
     gangs: PMap = PMap()         # gang id -> sorted pending member ids

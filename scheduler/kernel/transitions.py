@@ -20,11 +20,12 @@ from .events import (ClaimAdmitted, ClaimRefused, ClaimSubmitted, ConfigApplied,
 from .placement import adjust, free_key
 from .pmap import PMap
 from .reasons import ClaimState
+from .rollup import bump, rollup
 from .freeindex import FreeIndex
 from .snapshot import Claim, ClassStats, ClusterState, DeviceShare, Worker, WorkerLoad
 from .sortedseq import SortedSeq
 from .shapes import index as shape_index, pending_key, with_claim
-from .tree import bump, load_tree, rollup
+from .tree import load_tree
 
 
 # members read on every decision, bound once (reasons.py says why)

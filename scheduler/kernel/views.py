@@ -39,7 +39,7 @@ def tenants(state: ClusterState) -> tuple[TenantView, ...]:
     for name in tree.order:
         u, node = state.usage[name], tree.nodes[name]
         total, grades = measured.get(name, (0, []))
-        out.append(TenantView(node, u.total_uj, u.total_mdev, max(0, u.total_uj - node.guarantee_uj), total,
+        out.append(TenantView(node, u.energy.total, u.devices.total, max(0, u.energy.total - node.guarantee_uj), total,
                               worst(grades) if grades else None))
     return tuple(out)
 

@@ -147,4 +147,4 @@ def test_the_ledger_a_hostile_client_leaves_replays_to_a_sound_state(target):
     state = engine.state
     assert rebuild(state) == state
     root = state.tree.nodes[state.tree.root]
-    assert state.usage[state.tree.root].total_mdev <= root.guarantee_mdev
+    assert state.usage[state.tree.root].devices.total <= root.guarantee_mdev

@@ -11,10 +11,9 @@ from hypothesis import strategies as st
 from strategies import trees
 
 from scheduler.kernel import reference
-from scheduler.kernel.entitlement import MDEV, UJ, own_pass, total_fit, within_guarantees
-from scheduler.kernel.tree import load_tree, rollup
-
-_REFERENCE_DIM = {UJ: reference.ENERGY, MDEV: reference.DEVICES}
+from scheduler.kernel.entitlement import DEVICES, ENERGY, own_pass, within_allowance, within_guarantees
+from scheduler.kernel.rollup import rollup
+from scheduler.kernel.tree import load_tree
 
 
 @given(trees(), st.lists(st.tuples(st.sampled_from(["root", "a", "b", "c", "a1"]), st.integers(0, 300),
@@ -25,15 +24,14 @@ def test_fits_equal_the_plain_definition(tenants, direct, uj, mdev):
     given_direct = {name: (d_uj, d_mdev) for name, d_uj, d_mdev in direct if name in tree.nodes}
     usage = rollup(tree, given_direct)
     plain = {dim: reference.rolled_up(tree, {n: given_direct.get(n, (0, 0))[i] for n in tree.order},
-                                      _REFERENCE_DIM[dim]) for i, dim in enumerate((UJ, MDEV))}
+                                      dim) for i, dim in enumerate((ENERGY, DEVICES))}
     for tenant in tree.order:
-        within = all((usage[n].total_uj + uj <= tree.nodes[n].guarantee_uj
-                      and usage[n].total_mdev + mdev <= tree.nodes[n].guarantee_mdev) for n in tree.path(tenant))
+        within = all((usage[n].energy.total + uj <= tree.nodes[n].guarantee_uj
+                      and usage[n].devices.total + mdev <= tree.nodes[n].guarantee_mdev) for n in tree.path(tenant))
         assert within_guarantees(tree, usage, tenant, uj, mdev) == within
-        for dim, amount in ((UJ, uj), (MDEV, mdev)):
-            ref_dim = _REFERENCE_DIM[dim]
+        for dim, amount in ((ENERGY, uj), (DEVICES, mdev)):
             assert own_pass(tree, usage, tenant, dim, amount) == reference.own_pass(
-                tree, plain[dim], tenant, ref_dim, amount)
+                tree, plain[dim], tenant, dim, amount)
             for borrowing in (False, True):
-                assert total_fit(tree, usage, tenant, dim, amount, borrowing) == reference.within_allowance(
-                    tree, plain[dim], tenant, ref_dim, amount, borrowing)
+                assert within_allowance(tree, usage, tenant, dim, amount, borrowing) == reference.within_allowance(
+                    tree, plain[dim], tenant, dim, amount, borrowing)

@@ -14,7 +14,7 @@ from scheduler.kernel import ClaimAdmitted, ClaimState, Preempted, Reason, apply
 from scheduler.kernel.events import ClaimSubmitted
 from scheduler.kernel.pmap import PMap
 from scheduler.kernel.sortedseq import SortedSeq
-from scheduler.kernel.tree import Rollup
+from scheduler.kernel.rollup import Rollup
 
 
 def _admitted(state):
@@ -27,12 +27,12 @@ def test_root_total_and_node_allowances_hold(tenants, ops):
     for state in run.states:
         tree = state.tree
         root = state.usage[tree.root]
-        assert root.total_uj <= tree.nodes[tree.root].guarantee_uj + _overrun(state, tree.root)
-        assert root.total_mdev <= tree.nodes[tree.root].guarantee_mdev
+        assert root.energy.total <= tree.nodes[tree.root].guarantee_uj + _overrun(state, tree.root)
+        assert root.devices.total <= tree.nodes[tree.root].guarantee_mdev
         for name in tree.order:
             node, u = tree.nodes[name], state.usage[name]
             if node.borrow_limit_uj is not None and name != tree.root:
-                assert u.total_uj <= node.guarantee_uj + node.borrow_limit_uj + _overrun(state, name)
+                assert u.energy.total <= node.guarantee_uj + node.borrow_limit_uj + _overrun(state, name)
 
 
 def _overrun(state, node):
@@ -54,7 +54,7 @@ def test_admissions_keep_the_root_within_its_total(tenants, ops):
         after = decision.state
         root = after.tree.root
         if any(isinstance(e, ClaimAdmitted) for e in decision.events):
-            assert after.usage[root].total_uj <= after.tree.nodes[root].guarantee_uj + _overrun(after, root)
+            assert after.usage[root].energy.total <= after.tree.nodes[root].guarantee_uj + _overrun(after, root)
 
 
 @given(trees(), operations)
@@ -164,7 +164,7 @@ def test_release_replaces_the_hold_with_the_actual(tenants, ops):
             if now.state is ClaimState.RELEASED and was.state is ClaimState.ADMITTED:
                 expected = was.measured_uj if was.measured_grade is not None else was.hold_uj
                 assert now.settled_uj == expected
-                delta = after.usage[now.tenant].direct_uj - before.usage[now.tenant].direct_uj
+                delta = after.usage[now.tenant].energy.direct - before.usage[now.tenant].energy.direct
                 assert delta == expected - was.usage_uj
 
 
@@ -185,7 +185,7 @@ def _contents(value):
     if isinstance(value, (SortedSeq, list)):
         return [_contents(v) for v in value]
     if isinstance(value, Rollup):
-        return list(value.values)
+        return list(value.energy), list(value.devices)
     return value
 
 

@@ -1,4 +1,5 @@
-"""The kernel's records: `quick_replace` behaves as typing's `_replace`."""
+"""The kernel's records: `quick_replace` behaves as typing's `_replace`, and
+each fast constructor makes what the plain one makes."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler.kernel.snapshot import Claim, ClaimSpec, ClusterState
+from scheduler.kernel.fit import Fit, fit
+from scheduler.kernel.snapshot import Claim, ClaimSpec, ClusterState, Usage
 
 
 @pytest.mark.parametrize("record", [Claim(ClaimSpec("c", "t"), 1), ClusterState()])
@@ -24,3 +26,30 @@ def test_quick_replace_equals_the_standard_one(record, data):
     assert tuple(record) == tuple(plain)  # the original is untouched
     with pytest.raises(ValueError, match="unexpected field"):
         record._replace(no_such_field=1)
+
+
+_ints = st.integers(-(2 ** 70), 2 ** 70)
+
+
+@given(st.tuples(_ints, _ints, _ints, _ints), st.tuples(_ints, _ints, _ints, _ints))
+def test_usage_plus_equals_the_plain_constructor(figures, gains):
+    """`Usage.plus`, the roll-up's fast constructor, makes what `Usage(...)`
+    makes from the sums, field by field."""
+    usage = Usage(*figures)
+    direct, total, within, held_back = gains
+    added = usage.plus(direct, total, within, held_back)
+    assert type(added) is Usage
+    assert added == Usage(direct=usage.direct + direct, total=usage.total + total, within=usage.within + within,
+                          held_back=usage.held_back + held_back)
+
+
+@given(st.booleans(), st.text(max_size=8), _ints, _ints, st.one_of(st.none(), st.tuples(_ints, st.none() | _ints)))
+def test_fit_equals_the_plain_constructor(ok, node, guarantee, usage, rest):
+    """`fit`, entitlement's fast constructor, makes what `Fit(...)` makes,
+    with the same defaults."""
+    extra = {} if rest is None else {"allowance": rest[0], "limit": rest[1]}
+    made = fit(ok, node, guarantee, usage, *extra.values())
+    assert type(made) is Fit
+    assert made == Fit(ok=ok, node=node, guarantee=guarantee, usage=usage, **extra)
+    assert made._asdict() == {"ok": ok, "node": node, "guarantee": guarantee, "usage": usage,
+                              "allowance": extra.get("allowance", 0), "limit": extra.get("limit")}

@@ -118,7 +118,7 @@ def test_a_gang_larger_than_the_cluster_is_refused():
 def test_an_incomplete_gang_holds_nothing_then_is_admitted_whole():
     state = submitted(cluster(flat(a=10**6), [GPU]), spec("g0", gpu_mdev=1000, gang_id="g", gang_size=2))
     state, reasons, _ = run(state)
-    assert reasons == {"g0": Reason.GANG_INCOMPLETE} and state.usage["a"].total_uj == 0
+    assert reasons == {"g0": Reason.GANG_INCOMPLETE} and state.usage["a"].energy.total == 0
     state = submitted(state, spec("g1", gpu_mdev=1000, gang_id="g", gang_size=2))
     state, reasons, _ = run(state)
     assert reasons == {"g0": Reason.ADMISSIBLE, "g1": Reason.ADMISSIBLE}
@@ -170,16 +170,16 @@ def test_metered_windows_count_once_and_overrun_is_flagged():
     window = Metered("w1", 1, (MeterDelta("c", 15, Grade.HwShunt),))
     state = apply(apply(state, window), window)
     claim = state.claims["c"]
-    assert (claim.measured_uj, claim.overrun, state.usage["a"].total_uj) == (15, True, 15)
+    assert (claim.measured_uj, claim.overrun, state.usage["a"].energy.total) == (15, True, 15)
 
 
 def test_settled_actuals_count_only_in_their_period():
     state = submitted(cluster(flat(a=10**6), [GPU], period_ns=100), spec("c", estimate=10))
     state, _, _ = run(state, 5)
     state = apply(state, release(state, "c", 6))
-    assert state.usage["a"].total_uj == 10  # no measurement: the hold stands as the actual
+    assert state.usage["a"].energy.total == 10  # no measurement: the hold stands as the actual
     state, _, decision = run(state, 150)
-    assert state.period_index == 1 and state.usage["a"].total_uj == 0
+    assert state.period_index == 1 and state.usage["a"].energy.total == 0
 
 
 def _idle_cluster(policy):
