@@ -9,6 +9,7 @@ the replayed one whatever the indexes' representation.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .codec import decode, encode, encode_compact
@@ -19,7 +20,14 @@ from .transitions import rebuild
 from .tree import load_tree
 
 
-def snapshot(state: ClusterState) -> dict[str, Any]:
+def claims_body(state: ClusterState) -> list[dict[str, Any]]:
+    """The claims as a checkpoint holds them: in id order, defaults left out."""
+    return [encode_compact(state.claims[c]) for c in sorted(state.claims)]
+
+
+def snapshot(state: ClusterState, claims: Callable[[ClusterState], Any] = claims_body) -> dict[str, Any]:
+    """`claims`: claims_body, or what the caller knows to encode the same (the
+    scheduler's, which keeps each unchanged claim's encoding: service/encoded.py)."""
     tree = state.tree
     return {
         "tenants": [encode(tree.nodes[n]) for n in tree.order] if tree is not None else None,
@@ -28,7 +36,7 @@ def snapshot(state: ClusterState) -> dict[str, Any]:
         "idle": encode(state.idle), "config_digest": state.config_digest,
         "workers": [encode(state.workers[w]) for w in sorted(state.workers)],
         "acked": {w: state.acked[w] for w in sorted(state.acked)},
-        "claims": [encode_compact(state.claims[c]) for c in sorted(state.claims)],   # defaults left out
+        "claims": claims(state),
         "settled": sorted(state.settled),
         "class_stats": {c: encode(state.class_stats[c]) for c in sorted(state.class_stats)},
         "next_seq": state.next_seq, "next_admit_seq": state.next_admit_seq,

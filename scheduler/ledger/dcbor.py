@@ -66,6 +66,42 @@ def _order(value: dict) -> tuple[str, ...] | list[str]:
     return order
 
 
+class Raw:
+    """Bytes that are already one det-CBOR item (made by `encode`, or by `array`
+    from such items), written as they are wherever they stand in a value:
+    `normalize` keeps them and `encode` splices them in, so a large value whose
+    parts are unchanged (a checkpoint's claims) is not encoded again. Only this
+    module's own encodings belong in one; `decode` never returns one."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+
+def array(items: list[bytes]) -> Raw:
+    """The det-CBOR array of items each already encoded (an array's encoding
+    is its head, then its items' encodings)."""
+    return Raw(_head(4, len(items)) + b"".join(items))
+
+
+def _head(major: int, n: int) -> bytes:
+    """The shortest head of major type `major` with argument n (RFC 8949 §3)."""
+    top = major << 5
+    if n < 24:
+        return bytes((top | n,))
+    for info, size in ((24, 1), (25, 2), (26, 4), (27, 8)):
+        if n < 1 << (8 * size):
+            return bytes((top | info,)) + n.to_bytes(size, "big")
+    raise DcborError("unencodable", f"{n} items is beyond CBOR's range")
+
+
+def _splice(encoder: cbor2.CBOREncoder, value: Any) -> None:
+    if type(value) is not Raw:
+        raise DcborError("unencodable", f"{type(value).__name__} is not in the det-CBOR subset")
+    encoder.write(value.data)
+
+
 def normalize(value: Any, depth: int = 0) -> Any:
     """The value as `decode` would return it (tuples become lists, map keys in
     canonical order), or DcborError(`unencodable`). Scalars inside a map or an
@@ -90,6 +126,8 @@ def normalize(value: Any, depth: int = 0) -> Any:
     if kind is list or kind is tuple:
         return [item if (kind := type(item)) is str or (kind is int and _INT_MIN <= item < _INT_LIMIT)
                 or kind is bytes or item is None or kind is bool else normalize(item, depth + 1) for item in value]
+    if kind is Raw:
+        return value
     raise DcborError("unencodable", f"{kind.__name__} is not in the det-CBOR subset")
 
 
@@ -98,7 +136,7 @@ def _encoder() -> cbor2.CBOREncoder:
     try:
         return _local.encoder
     except AttributeError:
-        _local.encoder = cbor2.CBOREncoder(io.BytesIO())
+        _local.encoder = cbor2.CBOREncoder(io.BytesIO(), default=_splice)
         return _local.encoder
 
 

@@ -96,9 +96,11 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
         accepted: list[kernel.ClaimSubmitted] = []
         refusals: list[Refused | None] = []
         # the states checked against are this loop's own, thrown away after it (decide applies
-        # the accepted claims again, to the engine's state): one edit batch, each path copied once
+        # the accepted claims again, to the engine's state): one edit batch, each path copied
+        # once, and nothing applied after the last request (a lone Submit applies nothing here)
+        last = len(requests) - 1
         with Edit():
-            for request in requests:
+            for at, request in enumerate(requests):
                 try:
                     answer = checked(kernel.submit(state, convert.spec_from(request), now))
                     if isinstance(answer, kernel.ClaimSubmitted):
@@ -108,7 +110,8 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
                     continue
                 refusals.append(None)
                 if isinstance(answer, kernel.ClaimSubmitted):   # else an identical resubmission: its original answer
-                    state = kernel.apply(state, answer)
+                    if at < last:
+                        state = kernel.apply(state, answer)
                     accepted.append(answer)
                     self.open.opened(answer.spec.tenant, answer.spec.claim_id)
         try:

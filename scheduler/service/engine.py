@@ -30,6 +30,7 @@ from scheduler.ledger.steward import Prepared, prepare
 from scheduler.ledger.writer import GroupCommitWriter
 from scheduler.service import window_body
 from scheduler.service.committed import Committed
+from scheduler.service.encoded import EncodedClaims
 from scheduler.service.principal import caller
 from scheduler.service.occupancies import Occupancies
 from scheduler.service.observed import WINDOWS, Observed, Windows, WireWindows, windows_body, windows_from_body
@@ -63,6 +64,7 @@ class Engine:
         self.state = ClusterState()           # the latest state: what decisions run on
         self.checkpoint_every = checkpoint_every   # receipts between signed checkpoints; 0: none
         self._since_checkpoint = 0
+        self._encoded = EncodedClaims()   # each claim's checkpoint encoding, while it is unchanged
         self.observed = Observed(retention)
         self.writer: GroupCommitWriter | None = None
         self.failed: Exception | None = None
@@ -119,7 +121,7 @@ class Engine:
         """What a checkpoint holds: the kernel's state and the receipt seqs the
         service reports. Split rows and idle observations are not kept: after a
         restart from a checkpoint they start again from new windows."""
-        snapshot = {"kernel": checkpoint.snapshot(self.state),
+        snapshot = {"kernel": checkpoint.snapshot(self.state, self._encoded),
                     "claim_seq": dict(sorted(self.claim_seq.items())),
                     "occupancy_seq": dict(sorted(self.occupancy_seq.items())),
                     "window_ends": {w: dict(sorted(e.items())) for w, e in sorted(self.observed.ends.items())}}

@@ -1,0 +1,61 @@
+"""EncodedClaims (service/encoded.py) against the plain encoding it stands in
+for: across a state's changes (claims submitted, admitted, metered, settled,
+compacted away, restored from a checkpoint as new objects), the checkpoint it
+helps make is byte for byte checkpoint.snapshot's own; and dcbor.Raw splices
+exactly the bytes encode would write."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from scheduler import kernel
+from scheduler.kernel import ClaimSpec, ConfigApplied, Device, Resources, Tenant, Worker, WorkerRegistered, checkpoint
+from scheduler.ledger import dcbor
+from scheduler.service.encoded import EncodedClaims
+
+WORKER = Worker("w1", cpu_millis=8000, memory_mb=1 << 20, disk_mb=1 << 20,
+                devices=tuple(Device(f"w1-gpu{i}", "H200") for i in range(2)))
+BASE = kernel.decide(kernel.ClusterState(), [ConfigApplied((Tenant("root", guarantee_uj=10**6, guarantee_mdev=4000),),
+                                                           period_ns=100), WorkerRegistered(WORKER)], 0).state
+OPS = st.lists(st.one_of(st.tuples(st.just("submit"), st.integers(1, 400_000), st.sampled_from([0, 500, 1000])),
+                         st.tuples(st.just("release"), st.integers(0, 20)),
+                         st.tuples(st.just("progress"), st.integers(0, 20), st.integers(0, 5)),
+                         st.tuples(st.just("compact")), st.tuples(st.just("restore"))), max_size=25)
+
+
+def step(state: kernel.ClusterState, n: int, op: tuple) -> kernel.ClusterState:
+    if op[0] == "submit":
+        event = kernel.submit(state, ClaimSpec(f"c{n}", "root", Resources(gpu_mdev=op[2]), estimate_uj=op[1]), n)
+    elif op[0] == "release":
+        event = kernel.release(state, f"c{op[1]}", n * 10)
+    elif op[0] == "progress":
+        event = kernel.progress(state, f"c{op[1]}", op[2])
+    elif op[0] == "compact":
+        return checkpoint.compacted(state)
+    else:   # the claims become new objects, as after a start-up from a checkpoint
+        return checkpoint.restore(dcbor.decode(dcbor.encode(checkpoint.snapshot(state), limit=None)))
+    return state if isinstance(event, kernel.KernelError) else kernel.decide(state, [event], n * 10).state
+
+
+@given(OPS)
+def test_a_checkpoint_with_kept_encodings_is_the_plain_ones_bytes(ops):
+    encoded, state = EncodedClaims(), BASE
+    for n, op in enumerate(ops):
+        state = step(state, n, op)
+        assert dcbor.encode(checkpoint.snapshot(state, encoded), limit=None) == \
+            dcbor.encode(checkpoint.snapshot(state), limit=None)
+
+
+@given(st.lists(st.integers(-(1 << 64), (1 << 64) - 1) | st.text(max_size=3)
+                | st.dictionaries(st.text(max_size=2), st.integers(0, 1 << 40), max_size=3),
+                max_size=30))
+def test_raw_splices_what_encode_writes(items):
+    spliced = {"b": dcbor.array([dcbor.encode(i) for i in items]), "a": [dcbor.Raw(dcbor.encode(i)) for i in items]}
+    assert dcbor.encode(spliced) == dcbor.encode({"a": items, "b": items})
+
+
+def test_an_array_head_at_every_length_boundary():
+    for n in (0, 23, 24, 255, 256, 65_535, 65_536):
+        assert dcbor.encode({"a": dcbor.array([dcbor.encode(0)] * n)}, limit=None) == \
+            dcbor.encode({"a": [0] * n}, limit=None)
