@@ -40,6 +40,7 @@ class GapReason(IntEnum):
     CounterReset = 2    # driver reload, GPU reset, reboot, or the counter went back
     MeterError = 3      # a failed reading, or a stalled counter
     SpoolOverflow = 4   # measured windows merged into one gap because the agent's spool was full
+    Refused = 270       # a window the scheduler refused on consecutive sessions, replaced by this gap
 
 
 def worst(grades: Iterable[Grade]) -> Grade:

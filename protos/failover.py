@@ -29,11 +29,16 @@ def addresses(text: str) -> list[str]:
 
 def leader_hint(error: grpc.RpcError) -> str | None:
     """The leader a standby named, if this error is a NOT_LEADER with a hint."""
+    return trailing(error, LEADER_KEY)
+
+
+def trailing(error: grpc.RpcError, name: str) -> str | None:
+    """The value of trailing metadata key `name` a failed call carried, if any."""
     try:
         metadata = error.trailing_metadata() or ()
     except Exception:   # an error raised before any call was made has no metadata
         return None
-    return next((value for key, value in metadata if key == LEADER_KEY), None)
+    return next((value for key, value in metadata if key == name), None)
 
 
 def retryable(error: grpc.RpcError) -> bool:

@@ -44,6 +44,7 @@ from typing import NamedTuple
 
 from protos.energy import NS_PER_S
 from protos.pool.v1 import types_pb2
+from protos.refusals import window_seq_metadata
 from scheduler.kernel.limits import NAME
 from scheduler.service.columns import Derived
 from scheduler.service.config import Limits
@@ -110,7 +111,8 @@ def check_plainly(ctx: Context, windows: Windows, versions: list[int]) -> None:
 
 
 def _refuse(host: str, windows: Windows, i: int, says: Callable[[int], str]) -> None:
-    raise Refused("INVALID_WINDOW", f"window seq {windows.seq[i]} from {host!r}: {says(i)}")
+    raise Refused("INVALID_WINDOW", f"window seq {windows.seq[i]} from {host!r}: {says(i)}",
+                  window_seq_metadata(windows.seq[i]))   # the agent's cue to send the windows before it
 
 
 def check_order(host: str, windows: Windows) -> None:

@@ -122,7 +122,8 @@ def _loss(observed: Observed) -> Iterator[CounterMetricFamily]:
     for (host, reason), ns in sorted(observed.unaccounted_ns.items()):
         unaccounted.add_metric([host, reason], ns / 1e9)
     lost = CounterMetricFamily("pool_host_windows_lost",
-                               "Measured windows a host's agent merged into spool-overflow gaps", labels=["host"])
+                               "Measured windows a host's agent merged into spool-overflow gaps or replaced "
+                               "by refused-window (GAP_REFUSED) gaps", labels=["host"])
     for host, n in sorted(observed.lost_windows.items()):
         lost.add_metric([host], n)
     yield from (unaccounted, lost)

@@ -110,6 +110,7 @@ class GapReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     GAP_COUNTER_RESET: _ClassVar[GapReason]
     GAP_METER_ERROR: _ClassVar[GapReason]
     GAP_SPOOL_OVERFLOW: _ClassVar[GapReason]
+    GAP_REFUSED: _ClassVar[GapReason]
 GRADE_UNSPECIFIED: Grade
 GRADE_HW_SHUNT: Grade
 GRADE_MODEL_BASED: Grade
@@ -187,6 +188,7 @@ GAP_AGENT_DOWN: GapReason
 GAP_COUNTER_RESET: GapReason
 GAP_METER_ERROR: GapReason
 GAP_SPOOL_OVERFLOW: GapReason
+GAP_REFUSED: GapReason
 
 class Resources(_message.Message):
     __slots__ = ("cpu_millis", "memory_mb", "disk_mb", "gpu_mdev", "gpu_types")
