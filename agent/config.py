@@ -55,6 +55,9 @@ class Stream:
     backoff_initial_ms: int = 500
     backoff_max_ms: int = 30_000
     drain_ms: int = 2_000  # on stop, how long unacknowledged windows may wait for their ack
+    # a window the scheduler refuses (INVALID_WINDOW naming its seq) on this many consecutive
+    # sessions is replaced in the spool by a GAP_REFUSED gap of the same seq, device and span
+    refusals_before_gap: int = 3
     tls: StreamTls | None = None   # absent: plaintext, for a scheduler in insecure mode only
 
 
@@ -113,6 +116,7 @@ CHECKS = {
     "meters.stall_ms": positive, "estimator.gpu_watts": natural, "estimator.cpu_watts": natural,
     "spool.max_windows": positive, "stream.batch_max": positive,
     "stream.backoff_initial_ms": positive, "stream.backoff_max_ms": positive, "stream.drain_ms": natural,
+    "stream.refusals_before_gap": positive,
     **{f"capacity.{k}": natural for k in ("cpu_millis", "memory_mb", "disk_mb", "gpu_mdev", "max_concurrency")},
 }
 

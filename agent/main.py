@@ -241,7 +241,8 @@ def _client(config, selection, fields, spool, metrics, occupancy) -> StreamClien
             _pem(s.tls.cert, "cert") if s.tls.cert else None)
     return StreamClient(config.scheduler, register, spool, metrics,
                         on_occupancy=occupancy.update, batch_max=s.batch_max, credentials=credentials,
-                        backoff=Backoff(s.backoff_initial_ms / 1000, s.backoff_max_ms / 1000))
+                        backoff=Backoff(s.backoff_initial_ms / 1000, s.backoff_max_ms / 1000),
+                        refusals_before_gap=s.refusals_before_gap)
 
 
 def _pem(path: Path, key: str) -> bytes:

@@ -31,7 +31,11 @@ class AgentMetrics:
                               registry=r)
         self.windows_lost = Counter("pool_agent_windows_lost",
                                     "Measured windows whose figure never reaches the scheduler (merged into a "
-                                    "spool-overflow gap)", ["device"], registry=r)
+                                    "spool-overflow gap, or refused and replaced by a GAP_REFUSED gap)",
+                                    ["device"], registry=r)
+        self.windows_refused = Counter("pool_agent_windows_refused",
+                                       "Windows the scheduler refused on stream.refusals_before_gap consecutive "
+                                       "sessions, replaced in the spool by a GAP_REFUSED gap", ["device"], registry=r)
         self.unaccounted = Counter("pool_agent_unaccounted_seconds",
                                    "Device seconds that reach the scheduler as a gap, not as a figure, by why",
                                    ["device", "reason"], registry=r)
@@ -58,10 +62,16 @@ class AgentMetrics:
         for share in w.shares:
             self._child(self.occupant_uj, w.device_id, share.occupant, share.grade.name).inc(share.uj)
 
-    def lost(self, device: str, windows: int, ns: int) -> None:
-        """Measured windows merged away by a spool overflow, and the seconds they covered."""
+    def lost(self, device: str, windows: int, ns: int, reason: GapReason = GapReason.SpoolOverflow) -> None:
+        """Measured windows whose figures become a gap in the spool (merged away by an
+        overflow, or refused), and the seconds they covered."""
         self._child(self.windows_lost, device).inc(windows)
-        self._child(self.unaccounted, device, GapReason.SpoolOverflow.name).inc(ns / NS_PER_S)
+        self._child(self.unaccounted, device, reason.name).inc(ns / NS_PER_S)
+
+    def refused(self, device: str, ns: int) -> None:
+        """A measured window the scheduler kept refusing, replaced by a GAP_REFUSED gap."""
+        self._child(self.windows_refused, device).inc()
+        self.lost(device, 1, ns, GapReason.Refused)
 
     def serve(self, listen: str) -> None:
         host, _, port = listen.rpartition(":")

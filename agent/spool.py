@@ -20,6 +20,10 @@ that may have been offered to the scheduler and not yet answered for is
 never merged (the scheduler may be counting it, even after its stream died);
 at most `in_flight` windows are offered at a time on a stream, so that part
 is small.
+
+A window the scheduler keeps refusing is replaced, in place and durably, by a
+`GAP_REFUSED` gap with the same seq, device and span (`refuse`; when, is
+agent/refusals.py's call).
 """
 
 from __future__ import annotations
@@ -183,14 +187,18 @@ class Spool:
 
     # -- the stream's side -------------------------------------------------
 
-    def offer(self, after: int, limit: int, timeout_s: float) -> list[agent_pb2.Window]:
+    def offer(self, after: int, limit: int, timeout_s: float, cut: int | None = None) -> list[agent_pb2.Window]:
         """Up to `limit` windows above `after`, waiting up to `timeout_s` for
-        one; none while `in_flight` windows already wait for their ack."""
+        one; none while `in_flight` windows already wait for their ack. With
+        `cut`, a batch never holds windows on both sides of seq `cut` (the
+        windows before a refused one go on their own, stream.py)."""
         with self._cond:
             rows = self._offerable(max(after, self.acked), limit)
             if not rows:
                 self._cond.wait(timeout_s)
                 rows = self._offerable(max(after, self.acked), limit)
+            if cut is not None and rows and rows[0][0] < cut:
+                rows = [row for row in rows if row[0] < cut]
             if rows:
                 self._offered = max(self._offered, rows[-1][0])
                 self._session_top = max(self._session_top, rows[-1][0])
@@ -204,6 +212,30 @@ class Spool:
             return []
         return self._db.execute("SELECT seq, body FROM windows WHERE seq > ? ORDER BY seq LIMIT ?",
                                 (after, room)).fetchall()
+
+    def refuse(self, seq: int) -> agent_pb2.Window | None:
+        """Replace measured window `seq`, which the scheduler keeps refusing
+        (stream.py), by a GAP_REFUSED gap with its seq, device, span and grade,
+        no figure and lost_windows 1, durably; counted in the metrics. The gap,
+        or None when `seq` is not a measured window waiting for its ack (a gap
+        already: a gap is refused for its seq, device or span, which a
+        replacement would keep)."""
+        with self._cond:
+            row = self._db.execute("SELECT body FROM windows WHERE seq = ? AND seq > ? AND uj IS NOT NULL",
+                                   (seq, self.acked)).fetchone()
+            if row is None:
+                return None
+            window = agent_pb2.Window.FromString(row[0])
+            gap = agent_pb2.Window(device_id=window.device_id, seq=seq, start_ns=window.start_ns,
+                                   end_ns=window.end_ns, grade=window.grade, gap_reason=GapReason.Refused,
+                                   lost_windows=1)
+            try:   # one statement, its own transaction: the window or the gap, never neither
+                self._db.execute("UPDATE windows SET uj = NULL, lost = 1, body = ? WHERE seq = ?",
+                                 (gap.SerializeToString(), seq))
+            except sqlite3.Error as exc:
+                raise SpoolError(f"spool {self.path}: {exc}") from None
+            self._metrics.refused(window.device_id, window.end_ns - window.start_ns)
+            return gap
 
     def ack(self, seq: int) -> None:
         """The scheduler has counted every window up to `seq`: forget them

@@ -4,6 +4,9 @@ Windows wait in the durable `agent.spool.Spool` until the scheduler
 acknowledges them. On (re)connect, Register answers the highest seq the
 scheduler has counted; the agent resends everything above it, so each window
 is counted exactly once, across scheduler outages and agent restarts alike.
+A batch refused at a window (INVALID_WINDOW with its seq) is cut there on the
+next session, and a window refused on `stream.refusals_before_gap`
+consecutive sessions becomes a gap (agent/refusals.py).
 """
 
 from __future__ import annotations
@@ -16,8 +19,10 @@ from collections.abc import Callable, Iterator
 import grpc
 
 from agent.metrics import AgentMetrics
+from agent.refusals import Refusals
 from agent.spool import Spool
 from protos.failover import Targets, addresses, leader_hint
+from protos.refusals import refused_seq
 from protos.pool.v1 import agent_pb2, agent_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -46,7 +51,7 @@ class StreamClient:
                  metrics: AgentMetrics, *, on_acked: Callable[[int], None] = lambda seq: None,
                  on_occupancy: Callable[[agent_pb2.Occupancy], None] = lambda occ: None,
                  batch_max: int = 500, backoff: Backoff | None = None,
-                 credentials: grpc.ChannelCredentials | None = None):
+                 credentials: grpc.ChannelCredentials | None = None, refusals_before_gap: int = 3):
         # `target`: one address, or a leader and its standbys, comma-separated; a standby's
         # NOT_LEADER names the leader, and the stream moves there (protos/failover.py)
         self._targets = Targets(addresses(target))
@@ -54,6 +59,7 @@ class StreamClient:
         self._on_acked, self._on_occupancy = on_acked, on_occupancy
         self._batch_max, self._credentials = batch_max, credentials
         self._backoff = backoff or Backoff(0.5, 30.0)
+        self._refusals = Refusals(spool, refusals_before_gap)
         self._stop = threading.Event()
         self._call = None
         self.connected = threading.Event()
@@ -68,10 +74,17 @@ class StreamClient:
             except grpc.RpcError as exc:
                 error = exc
                 if not self._stop.is_set():
-                    log.warning("scheduler %s: %s: %s", self._target, exc.code().name, exc.details())
+                    self._failed(exc)
             self.connected.clear()
             self._targets.failed(error)
             self._stop.wait(0.05 if error is not None and leader_hint(error) else self._backoff.next())
+
+    def _failed(self, error: grpc.RpcError) -> None:
+        seq = refused_seq(error)
+        if seq is None:
+            log.warning("scheduler %s: %s: %s", self._target, error.code().name, error.details())
+        elif self._refusals.refused(seq, error.details()):
+            self._backoff.reset()   # a new window refused: the one before it is behind us
 
     @property
     def _target(self) -> str:
@@ -93,10 +106,12 @@ class StreamClient:
             request = self._register()
             registered = stub.Register(request, timeout=REGISTER_TIMEOUT_S)
             self._spool.resolved(registered.acked_seq)
+            self._refusals.acked(registered.acked_seq)
             self._on_acked(registered.acked_seq)
             done = threading.Event()
             self._call = stub.Stream(self._requests(request.host_id, registered.acked_seq, done))
-            self._backoff.reset()
+            if self._refusals.seq is None:   # while a window is refused again and again, retries slow down
+                self._backoff.reset()
             self._targets.succeeded()
             self.connected.set()
             log.info("streaming to %s from seq %d", self._target, registered.acked_seq + 1)
@@ -119,13 +134,14 @@ class StreamClient:
 
     def _acked(self, seq: int) -> None:
         self._spool.ack(seq)
+        self._refusals.acked(seq)
         self._on_acked(seq)
 
     def _requests(self, host_id: str, acked: int, done: threading.Event) -> Iterator[agent_pb2.AgentMessage]:
         yield agent_pb2.AgentMessage(hello=agent_pb2.Hello(host_id=host_id))
         sent = acked
         while not done.is_set() and not self._stop.is_set():
-            batch = self._spool.offer(sent, self._batch_max, timeout_s=0.2)
+            batch = self._spool.offer(sent, self._batch_max, timeout_s=0.2, cut=self._refusals.seq)
             if batch:
                 sent = batch[-1].seq
                 yield agent_pb2.AgentMessage(batch=agent_pb2.WindowBatch(windows=batch))
