@@ -119,6 +119,7 @@ def run(args, config: Config) -> int:
     metrics = AgentMetrics()
     for m in selection.meters:
         metrics.meter.labels(m.device.device_id, types_pb2.MeterKind.Name(m.meter_kind), m.grade.name).set(1)
+        metrics.windows_refused.labels(m.device.device_id)   # 0 until one is: a series to alert on
     fields = capacity.host_capacity([c.device for c in selection.choices], config.capacity.overrides(),
                                      config.capacity.disk_path)
     occupancy = Occupancy({m.device.device_id: fields["cpu_millis"] for m in selection.meters
