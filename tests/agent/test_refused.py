@@ -180,3 +180,14 @@ def test_refusals_before_gap_must_be_positive(tmp_path, value):
     path.write_text(f"[stream]\nrefusals_before_gap = {value if value != 'x' else repr(value)}\n")
     with pytest.raises(ConfigError, match="stream.refusals_before_gap must be"):
         load(path)
+
+
+def test_the_agent_toml_example_in_operations_loads_with_the_key(tmp_path):
+    from pathlib import Path
+
+    from agent.config import load
+    text = (Path(__file__).parents[2] / "docs" / "OPERATIONS.md").read_text()
+    example = text.split("A production `agent.toml`", 1)[1].split("```toml\n", 1)[1].split("```", 1)[0]
+    path = tmp_path / "agent.toml"
+    path.write_text(example)
+    assert load(path).stream.refusals_before_gap == 3
