@@ -54,34 +54,34 @@ class Refusing(LoopbackReceiver):
             yield agent_pb2.SchedulerMessage(ack=agent_pb2.Ack(acked_seq=self._count(message.batch.windows)))
 
 
-def streaming(receiver, spool, metrics, limit=3):
+def streamed(tmp_path, receiver, what, ready, timeout_s=10) -> tuple[Spool, AgentMetrics]:
+    """Windows 1..10 spooled at one boundary (so they go in one batch), streamed
+    to `receiver` by a StreamClient (refusals_before_gap 3) until `ready()`."""
+    metrics = AgentMetrics()
+    spool = Spool(tmp_path / "spool.sqlite", 100, metrics)
+    spool.resolved(0)
+    spool.append(windows(range(1, 11)), {})
     server, port = serve(receiver)
     register = lambda: agent_pb2.RegisterRequest(host_id="host-a", window_ns=10**9)  # noqa: E731
     client = StreamClient(f"127.0.0.1:{port}", register, spool, metrics, batch_max=50,
-                          backoff=Backoff(0.01, 0.05), refusals_before_gap=limit)
+                          backoff=Backoff(0.01, 0.05), refusals_before_gap=3)
     threading.Thread(target=client.run, daemon=True).start()
-    return server, client
-
-
-def wait(what, ready, timeout_s=10):
-    deadline = time.monotonic() + timeout_s
-    while not ready():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while not ready(spool):
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            time.sleep(0.01)
+    finally:
+        client.close()
+        server.stop(0)
+    return spool, metrics
 
 
 def test_the_windows_before_go_first_then_the_refused_one_becomes_a_gap_and_the_rest_count(tmp_path, caplog):
     caplog.set_level(logging.WARNING)
-    receiver, metrics = Refusing(), AgentMetrics()
-    spool = Spool(tmp_path / "spool.sqlite", 100, metrics)
-    spool.resolved(0)
-    spool.append(windows(range(1, 11)), {})   # one boundary: 1..10 go in one batch
-    server, client = streaming(receiver, spool, metrics)
-    try:
-        wait("every window counted", lambda: receiver.acked == 10 and len(spool) == 0)
-    finally:
-        client.close()
-        server.stop(0)
+    receiver = Refusing()
+    spool, metrics = streamed(tmp_path, receiver, "every window counted",
+                              lambda spool: receiver.acked == 10 and len(spool) == 0)
     assert receiver.refusals == 3                     # refusals_before_gap, then the gap passed
     assert receiver.batches[0] == list(range(1, 11))  # refused whole at 4...
     assert receiver.batches[1] == [1, 2, 3]           # ...so 1..3 went on their own next
@@ -102,16 +102,8 @@ def test_the_windows_before_go_first_then_the_refused_one_becomes_a_gap_and_the_
 
 def test_a_refused_gap_stays_in_the_spool_and_is_sent_again_without_end(tmp_path, caplog):
     caplog.set_level(logging.WARNING)
-    receiver, metrics = Refusing(gaps=True), AgentMetrics()
-    spool = Spool(tmp_path / "spool.sqlite", 100, metrics)
-    spool.resolved(0)
-    spool.append(windows(range(1, 11)), {})
-    server, client = streaming(receiver, spool, metrics)
-    try:
-        wait("refusals past the limit", lambda: receiver.refusals >= 6)
-    finally:
-        client.close()
-        server.stop(0)
+    receiver = Refusing(gaps=True)
+    spool, metrics = streamed(tmp_path, receiver, "refusals past the limit", lambda _: receiver.refusals >= 6)
     assert receiver.acked == BAD - 1                       # the windows before it counted
     left = spool.unacknowledged()
     assert [w.seq for w in left] == list(range(BAD, 11))   # nothing dropped: the gap and all after it
@@ -123,16 +115,8 @@ def test_a_refused_gap_stays_in_the_spool_and_is_sent_again_without_end(tmp_path
 
 
 def test_a_failure_of_another_code_neither_counts_nor_makes_a_gap(tmp_path):
-    receiver, metrics = Refusing(code=grpc.StatusCode.UNAVAILABLE), AgentMetrics()
-    spool = Spool(tmp_path / "spool.sqlite", 100, metrics)
-    spool.resolved(0)
-    spool.append(windows(range(1, 11)), {})
-    server, client = streaming(receiver, spool, metrics)
-    try:
-        wait("failures past the limit", lambda: receiver.refusals >= 6)
-    finally:
-        client.close()
-        server.stop(0)
+    receiver = Refusing(code=grpc.StatusCode.UNAVAILABLE)
+    spool, metrics = streamed(tmp_path, receiver, "failures past the limit", lambda _: receiver.refusals >= 6)
     assert receiver.acked == 0 and all(w.HasField("uj") for w in spool.unacknowledged())
     assert metrics.registry.get_sample_value("pool_agent_windows_refused_total", {"device": "GPU-1"}) is None
 
