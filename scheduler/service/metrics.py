@@ -86,13 +86,13 @@ class _StateCollector(Collector):
         guarantee = GaugeMetricFamily("pool_tenant_guarantee_uj", "Tenant guarantee in µJ", labels=["tenant"])
         if state.tree is not None:
             for name in state.tree.order:
-                usage.add_metric([name], state.usage[name].total_uj)
+                usage.add_metric([name], state.usage[name].energy.total)
                 guarantee.add_metric([name], state.tree.nodes[name].guarantee_uj)
         borrowed = GaugeMetricFamily("pool_tenant_borrowed_uj", "Tenant (subtree) usage above its guarantee in µJ",
                                      labels=["tenant"])
         if state.tree is not None:
             for name in state.tree.order:
-                borrowed.add_metric([name], max(0, state.usage[name].total_uj - state.tree.nodes[name].guarantee_uj))
+                borrowed.add_metric([name], max(0, state.usage[name].energy.total - state.tree.nodes[name].guarantee_uj))
         pending = GaugeMetricFamily("pool_pending_claims", "Pending claims by the reason they wait",
                                     labels=["reason"])
         for reason, n in sorted(Tally(r.name for r in self._pending().values()).items()):
