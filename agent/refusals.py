@@ -12,7 +12,8 @@ protos/refusals.py). Then, on the agent's side:
    `GAP_REFUSED` gap with the same seq, device, span and grade, no figure and
    lost_windows 1 (Spool.refuse); one ERROR line says so with the
    scheduler's message, pool_agent_windows_refused_total counts it, and
-   streaming goes on;
+   streaming goes on (a spool that cannot write the gap keeps the window,
+   says so, and is asked again at the next refusal);
 3. a gap is refused only for what it shares with its window (device, seq,
    span), which no replacement changes: a refused gap (the replacement, or a
    window that was a gap already) stays in the spool and is sent again after
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 import logging
 
-from agent.spool import Spool
+from agent.spool import Spool, SpoolError
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +61,12 @@ class Refusals:
             log.warning("window seq %d refused (%d of %d consecutive sessions before it becomes a gap): %s",
                         seq, self.count, self.limit, message)
             return new
-        gap = self._spool.refuse(seq)
+        try:
+            gap = self._spool.refuse(seq)
+        except SpoolError as exc:   # the stream goes on: the window stays as it was, and is tried again
+            log.error("window seq %d was refused on %d consecutive sessions but could not be replaced by a gap "
+                      "(%s): it is sent again; the scheduler said: %s", seq, self.count, exc, message)
+            return new
         if gap is not None:
             log.error("window seq %d of %s (%d to %d ns) was refused on %d consecutive sessions: it is now a "
                       "GAP_REFUSED gap, its figure never counted; the scheduler said: %s",

@@ -121,6 +121,23 @@ def test_a_failure_of_another_code_neither_counts_nor_makes_a_gap(tmp_path):
     assert metrics.registry.get_sample_value("pool_agent_windows_refused_total", {"device": "GPU-1"}) is None
 
 
+def test_a_spool_that_cannot_write_the_gap_keeps_the_window_and_the_stream_going(tmp_path, caplog, monkeypatch):
+    from agent.refusals import Refusals
+    from agent.spool import SpoolError
+    spool = Spool(tmp_path / "spool.sqlite", 100, AgentMetrics())
+    spool.resolved(0)
+    spool.append(windows(range(1, 6)), {})
+
+    def full(seq):
+        raise SpoolError("spool: database or disk is full")
+    monkeypatch.setattr(spool, "refuse", full)
+    refusals = Refusals(spool, 1)
+    assert refusals.refused(3, "INVALID_WINDOW: window seq 3 from 'host-a': it breaks a rule")   # no exception
+    assert all(w.HasField("uj") for w in spool.unacknowledged())
+    [error] = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert "could not be replaced by a gap (spool: database or disk is full): it is sent again" in error
+
+
 CHILD = """
 import sys, time
 from agent.metrics import AgentMetrics
