@@ -168,3 +168,13 @@ def test_a_refused_gap_passes_the_evidence_rules_and_is_reported_as_gap_refused(
     assert (record.reason, record.lost_windows, record.start_ns, record.end_ns) == ("Refused", 1, 200, 300)
     assert dict(observed.unaccounted_ns) == {("h1", "Refused"): 100} and observed.lost_windows["h1"] == 1
     assert convert.gap(record).reason == types_pb2.GAP_REFUSED == ops_pb2.Gap(reason="GAP_REFUSED").reason
+
+
+def test_every_wire_gap_reason_has_a_name_in_the_body_and_maps_back_to_itself():
+    from protos.energy import GapReason
+    from scheduler.service.observed import GAP_NAMES, GapRecord
+    wire = {v.number: v.name for v in types_pb2.GapReason.DESCRIPTOR.values if v.number}
+    assert {int(r) for r in GapReason} == set(wire)   # the agent's enum is the wire's, GAP_REFUSED included
+    for number, name in wire.items():
+        record = GapRecord("h1", "GPU-0", 0, 1, GAP_NAMES[number], 1, frozenset(), 1)
+        assert types_pb2.GapReason.Name(convert.gap(record).reason) == name   # never GAP_REASON_UNSPECIFIED
