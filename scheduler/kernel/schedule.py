@@ -36,7 +36,8 @@ from . import edit
 from .edit import Edit
 from .events import ClaimRefused, ClaimSubmitted, Event, PeriodRolled, Preempted, Released
 from .reasons import ClaimState, Reason
-from .shapes import first_of, listed, pending_key, shape_of
+from .movable import Room, movable
+from .shapes import first_of, pending_key, shape_of
 from .snapshot import Claim, ClusterState
 from .transitions import apply
 
@@ -145,7 +146,8 @@ def schedule(state: ClusterState, now_ns: int) -> Decision:
 # here (a release or preemption of an admitted claim, a reclamation, a
 # worker registering, growing, coming live or going, a configuration, a new
 # period, metering or progress, which change what preempting a claim frees
-# and in what order) re-judges every shape and gang.
+# and in what order) re-judges what the state it leads to could admit
+# (movable.py).
 def _new_claim(state: ClusterState, e: ClaimSubmitted) -> tuple:
     return ("gang", e.spec.gang_id) if e.spec.gang_id else ("shape", shape_of(e.spec))
 
@@ -156,10 +158,10 @@ def _frees_nothing(state: ClusterState, e: Event) -> None:
 
 def _withdrawn(state: ClusterState, e: Released) -> tuple | None:
     """A pending claim withdrawn held nothing; an admitted one frees."""
-    return None if state.claims[e.claim_id].state is _PENDING else _EVERYTHING
+    return None if state.claims[e.claim_id].state is _PENDING else _FREES
 
 
-_EVERYTHING = ("everything",)
+_FREES = ("frees",)
 _JUDGES: dict[type, Callable[[ClusterState, Event], tuple | None]] = {
     ClaimSubmitted: _new_claim, ClaimRefused: _frees_nothing, Released: _withdrawn}
 
@@ -173,14 +175,16 @@ def _head(state: ClusterState, ref: tuple) -> tuple | None:
     return min(pending_key(state.claims[m]) for m in members) if members else None
 
 
-def _everything(state: ClusterState) -> list[tuple]:
-    return [*(("shape", s) for s in listed(state.shapes)), *(("gang", g) for g in state.gangs)]
+def _fit_inputs(state: ClusterState) -> tuple:
+    """What decides whether a gang can ever fit (gangs.never_fits)."""
+    return state.tree, state.workers, state.class_stats
 
 
 def decide(state: ClusterState, events: Iterable[Event], now_ns: int) -> Decision:
     """`events` applied, then decided: what they can make admissible judged,
     in queue order, as `schedule` would judge it on a settled queue. With no
-    events (start-up, a new period), everything is judged.
+    events (start-up, a new period), everything that could move is judged,
+    and every gang.
 
     This is also the entry for "decide this new claim on this state": pass
     its ClaimSubmitted and read the decision (a dry run discards it)."""
@@ -190,15 +194,17 @@ def decide(state: ClusterState, events: Iterable[Event], now_ns: int) -> Decisio
     for event in events:
         given = True
         judge = _JUDGES.get(type(event))
-        refs.add(_EVERYTHING if judge is None else judge(batch.state, event))
+        refs.add(_FREES if judge is None else judge(batch.state, event))
         batch.apply(event)
     refs.discard(None)
-    if batch.roll() or not given or _EVERYTHING in refs:
-        refs = {_EVERYTHING}
-    todo = _everything(batch.state) if _EVERYTHING in refs else list(refs)
+    if batch.roll() or not given or _FREES in refs:
+        refs.discard(_FREES)
+        every_gang = not given or any(a is not b for a, b in zip(_fit_inputs(batch.state), _fit_inputs(state)))
+        refs.update(movable(Room(batch.state), every_gang))
+    todo = list(refs)
     while todo:
         _round(batch, todo)
-        todo = _everything(batch.state) if batch.preempted else []
+        todo = movable(Room(batch.state)) if batch.preempted else []
     return batch.decision()
 
 
@@ -206,23 +212,30 @@ def _round(batch: _Batch, refs: list[tuple]) -> None:
     """One pass over the given shapes and gangs, in queue order of their
     first claims. A shape whose first claim is not admitted is done for the
     round: the rest of it would be judged alike, and admissions only take
-    capacity. A preemption frees capacity, so after one every shape and gang
-    whose first claim is still ahead joins the pass (those behind wait for
-    the next round, as they wait for schedule's next pass)."""
+    capacity. So is one that the room left cannot admit (movable.Room:
+    what the event freed is used up), without judging it. A preemption
+    frees capacity, so after one every shape and gang that could now move
+    and whose first claim is still ahead joins the pass (those behind wait
+    for the next round, as they wait for schedule's next pass)."""
     batch.preempted = False
     heap = [(head, ref) for ref in refs if (head := _head(batch.state, ref)) is not None]
     heapify(heap)
     queued = {ref for _, ref in heap}
+    room = None
     while heap:
         key, ref = heappop(heap)
         queued.discard(ref)
         if ref[0] == "gang":
             batch.judge_gang(ref[1])
             continue
+        if room is None or room.state is not batch.state:
+            room = Room(batch.state)
+        if not room.could_admit(ref[1]):
+            continue
         ev = batch.judge_claim(batch.state.claims[key[2]])
         if ev.reason is not _ADMISSIBLE:
             continue
-        for other in (_everything(batch.state) if ev.victims else (ref,)):
+        for other in (movable(Room(batch.state)) if ev.victims else (ref,)):
             if other not in queued and (head := _head(batch.state, other)) is not None and head > key:
                 heappush(heap, (head, other))
                 queued.add(other)

@@ -19,6 +19,7 @@ from protos.energy import MDEV_PER_DEVICE, Grade
 
 from .pmap import PMap
 from .reasons import ClaimState, Placement, Reason
+from .shapes import ShapeIndex
 from .freeindex import FreeIndex
 from .sortedseq import SortedSeq
 
@@ -289,7 +290,7 @@ class ClusterState(NamedTuple):
     open_by_tenant: PMap = PMap()  # tenant -> PMap admitted claim id -> its priority
     borrowed: PMap = PMap()      # admitted claim id -> True where it borrowed: reclaim's candidates
     worker_ids: tuple[str, ...] = ()  # sorted: explain lists every worker in id order without sorting
-    shapes: SortedSeq = SortedSeq()  # (shape, pending key) per single pending claim: the queue's equivalence classes
+    shapes: ShapeIndex = ShapeIndex()  # single pending claims by shape and by size: the queue's equivalence classes
 
     def claim(self, claim_id: str) -> Claim | None:
         return self.claims.get(claim_id)

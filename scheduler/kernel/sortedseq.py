@@ -220,6 +220,10 @@ class SortedSeq:
             i += 1
         return out
 
+    def last(self) -> Any | None:
+        """The largest key, None when there is none."""
+        return self._maxes[-1] if self._maxes else None
+
     def __iter__(self) -> Iterator[Any]:
         return chain.from_iterable(self._blocks)
 
