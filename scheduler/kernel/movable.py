@@ -39,8 +39,8 @@ them judges every gang (`every_gang`), since it may refuse one.
 
 from __future__ import annotations
 
-from .entitlement import MDEV, UJ, own_pass
-from .shapes import Shape, of_tenant, shape_of, sized, tenants
+from .entitlement import DEVICES, ENERGY, own_pass
+from .shapes import Shape, of_tenant, pending_key, shape_of, sized, tenants
 from .snapshot import ClusterState
 
 
@@ -53,7 +53,8 @@ class Room:
     def __init__(self, state: ClusterState) -> None:
         tree, usage = state.tree, state.usage
         self.state = state
-        self.root_uj = tree.nodes[tree.root].guarantee_uj - usage[tree.root].total_uj  # the root's allowance is 0
+        # the root's allowance is 0; before any configuration nothing can wait
+        self.root_uj = tree.nodes[tree.root].guarantee_uj - usage[tree.root].energy.total if tree is not None else -1
         best = state.free_index.last()  # the most free milli-devices of any live, uncordoned worker
         self.free_mdev = best[0] if best is not None else -1
         self.borrowing = len(state.borrowed) > 0
@@ -69,8 +70,8 @@ class Room:
 
     def own_fits(self, tenant: str, uj: int, mdev: int) -> bool:
         state = self.state
-        return (own_pass(state.tree, state.usage, tenant, UJ, uj).ok
-                and own_pass(state.tree, state.usage, tenant, MDEV, mdev).ok)
+        return (own_pass(state.tree, state.usage, tenant, ENERGY, uj).ok
+                and own_pass(state.tree, state.usage, tenant, DEVICES, mdev).ok)
 
     def own_room(self, tenant: str) -> bool:
         """Whether anything at all fits the tenant's own guarantee (the own
@@ -100,22 +101,26 @@ class Room:
         return self.outranks(shape) or self.may_reclaim(shape) or self.fits_free(shape)
 
 
-def movable(room: Room, every_gang: bool = False) -> list[tuple]:
-    """The shapes and gangs `room`'s state could admit, as schedule's refs:
-    ("shape", shape) and ("gang", gang id)."""
-    state, found = room.state, set()
+def movable(room: Room, every_gang: bool = False) -> dict[tuple, tuple]:
+    """The shapes and gangs `room`'s state could admit, as schedule's refs
+    (("shape", shape) and ("gang", gang id)), each with the queue key of its
+    first claim."""
+    state, found = room.state, {}
+    if not state.pending:
+        return {}
     index = state.shapes
     for tenant in tenants(index):
         lowest = room.lowest_priority(tenant)
         if lowest is not None:
-            found.update(of_tenant(index, tenant, lowest))                         # 3
+            found.update(of_tenant(index, tenant, lowest))                                         # 3
         if room.borrowing and room.own_room(tenant):
-            found.update(s for s in of_tenant(index, tenant) if room.may_reclaim(s))   # 2
-    found.update(s for s in sized(index, room.free_mdev, room.root_uj) if room.fits_free(s))  # 1
-    refs = [("shape", s) for s in found]
+            found.update((s, key) for s, key in of_tenant(index, tenant) if room.may_reclaim(s))     # 2
+    found.update((s, key) for s, key in sized(index, room.free_mdev, room.root_uj) if room.fits_free(s))  # 1
+    refs = {("shape", s): key for s, key in found.items()}
+    claims = state.claims
     for gang_id, members in state.gangs.items():
         if every_gang or gang_could_move(room, gang_id, members):
-            refs.append(("gang", gang_id))
+            refs[("gang", gang_id)] = min(pending_key(claims[m]) for m in members)
     return refs
 
 

@@ -189,26 +189,27 @@ def decide(state: ClusterState, events: Iterable[Event], now_ns: int) -> Decisio
     This is also the entry for "decide this new claim on this state": pass
     its ClaimSubmitted and read the decision (a dry run discards it)."""
     batch = _Batch(state, now_ns)
-    refs: set[tuple] = set()
+    named: set[tuple] = set()
     given = False
     for event in events:
         given = True
         judge = _JUDGES.get(type(event))
-        refs.add(_FREES if judge is None else judge(batch.state, event))
+        named.add(_FREES if judge is None else judge(batch.state, event))
         batch.apply(event)
-    refs.discard(None)
-    if batch.roll() or not given or _FREES in refs:
-        refs.discard(_FREES)
+    named.discard(None)
+    todo: dict[tuple, tuple | None] = {}
+    if batch.roll() or not given or _FREES in named:
+        named.discard(_FREES)
         every_gang = not given or any(a is not b for a, b in zip(_fit_inputs(batch.state), _fit_inputs(state)))
-        refs.update(movable(Room(batch.state), every_gang))
-    todo = list(refs)
+        todo = movable(Room(batch.state), every_gang)
+    todo.update((ref, _head(batch.state, ref)) for ref in named if ref not in todo)
     while todo:
         _round(batch, todo)
-        todo = movable(Room(batch.state)) if batch.preempted else []
+        todo = movable(Room(batch.state)) if batch.preempted else {}
     return batch.decision()
 
 
-def _round(batch: _Batch, refs: list[tuple]) -> None:
+def _round(batch: _Batch, refs: dict[tuple, tuple | None]) -> None:
     """One pass over the given shapes and gangs, in queue order of their
     first claims. A shape whose first claim is not admitted is done for the
     round: the rest of it would be judged alike, and admissions only take
@@ -218,7 +219,7 @@ def _round(batch: _Batch, refs: list[tuple]) -> None:
     and whose first claim is still ahead joins the pass (those behind wait
     for the next round, as they wait for schedule's next pass)."""
     batch.preempted = False
-    heap = [(head, ref) for ref in refs if (head := _head(batch.state, ref)) is not None]
+    heap = [(head, ref) for ref, head in refs.items() if head is not None]
     heapify(heap)
     queued = {ref for _, ref in heap}
     room = None
@@ -235,8 +236,9 @@ def _round(batch: _Batch, refs: list[tuple]) -> None:
         ev = batch.judge_claim(batch.state.claims[key[2]])
         if ev.reason is not _ADMISSIBLE:
             continue
-        for other in (movable(Room(batch.state)) if ev.victims else (ref,)):
-            if other not in queued and (head := _head(batch.state, other)) is not None and head > key:
+        others = movable(Room(batch.state)) if ev.victims else {ref: _head(batch.state, ref)}
+        for other, head in others.items():
+            if other not in queued and head is not None and head > key:
                 heappush(heap, (head, other))
                 queued.add(other)
 

@@ -131,25 +131,27 @@ def _past_every_shape_of(tenant: str) -> tuple:
     return ((tenant, _LAST),)
 
 
-def of_tenant(shapes: ShapeIndex, tenant: str, above_priority: float = -_LAST) -> list[Shape]:
-    """The tenant's shapes of a priority above `above_priority`, by priority."""
+def of_tenant(shapes: ShapeIndex, tenant: str, above_priority: float = -_LAST) -> list[tuple[Shape, tuple]]:
+    """The tenant's shapes of a priority above `above_priority`, by
+    priority, each with the queue key of its first claim."""
     out, seq = [], shapes.by_shape
     entry = seq.ceiling(((tenant, above_priority, _LAST),))   # past every shape at that priority
     while entry is not None and entry[0].tenant == tenant:
-        out.append(entry[0])
+        out.append(entry)
         entry = seq.ceiling((entry[0], _PAST))
     return out
 
 
-def sized(shapes: ShapeIndex, max_mdev: int, max_floor_uj: int) -> list[Shape]:
+def sized(shapes: ShapeIndex, max_mdev: int, max_floor_uj: int) -> list[tuple[Shape, tuple]]:
     """The shapes asking at most `max_mdev` milli-devices whose hold can be
-    as low as `max_floor_uj`: one range per GPU size present."""
+    as low as `max_floor_uj`, each with the queue key of its first claim:
+    one range per GPU size present."""
     out, seq = [], shapes.by_size
     entry = seq.ceiling(())
     while entry is not None and entry[0] <= max_mdev:
         mdev = entry[0]
         while entry is not None and entry[0] == mdev and entry[1] <= max_floor_uj:
-            out.append(entry[2])
+            out.append((entry[2], entry[3]))
             entry = seq.ceiling((mdev, entry[1], entry[2], _PAST))
         entry = seq.ceiling((mdev, _LAST))   # the next GPU size
     return out
