@@ -111,13 +111,13 @@ def listed(shapes: ShapeIndex) -> list[Shape]:
 
 def tenants(shapes: ShapeIndex) -> list[str]:
     """Every tenant with a single claim pending, by name, as `listed` lists shapes."""
-    return shapes.by_shape.distinct(_TENANT, _past_every_shape_of)
+    return shapes.by_shape.distinct(_tenant_of, _past_every_shape_of)
 
 
 _SHAPE = itemgetter(0)
 
 
-def _TENANT(entry: tuple) -> str:
+def _tenant_of(entry: tuple) -> str:
     return entry[0].tenant
 
 
