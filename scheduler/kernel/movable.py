@@ -11,7 +11,8 @@ each needs something the state shows without judging the claim:
    last, where the allowance is 0, so total + hold <= guarantee. A claim
    with no work class holds its declared estimate, graded Estimator, which
    may not borrow (RULES §4.4): it also fits its own guarantee along its
-   path (the own pass).
+   path in both dimensions (the own pass; a claim above it in either
+   borrows).
 2. **Taking back what its tenant lent** (reclaim). Only while some admitted
    claim borrows, and only for a claim within its own guarantee in both
    dimensions (the own pass).
@@ -86,7 +87,7 @@ class Room:
         """1: a worker has its devices free, the root its hold, and an
         Estimator hold its own guarantee."""
         return (shape.gpu_mdev <= self.free_mdev and shape.floor_uj <= self.root_uj
-                and (bool(shape.work_class) or self.own_fits(shape.tenant, shape.floor_uj, 0)))
+                and (bool(shape.work_class) or self.own_fits(shape.tenant, shape.floor_uj, shape.gpu_mdev)))
 
     def may_reclaim(self, shape: Shape) -> bool:
         """2: something borrows, and the shape is within its own guarantee."""

@@ -110,15 +110,18 @@ def listed(shapes: ShapeIndex) -> list[Shape]:
 
 
 def tenants(shapes: ShapeIndex) -> list[str]:
-    """Every tenant with a single claim pending, by name, as `listed` lists shapes."""
-    return shapes.by_shape.distinct(_tenant_of, _past_every_shape_of)
+    """Every tenant with a single claim pending, by name: one bisect per
+    tenant (a tenant's claims span blocks of several shapes, which `distinct`
+    would walk claim by claim)."""
+    out, seq = [], shapes.by_shape
+    entry = seq.ceiling(())
+    while entry is not None:
+        out.append(entry[0].tenant)
+        entry = seq.ceiling(_past_every_shape_of(entry[0].tenant))
+    return out
 
 
 _SHAPE = itemgetter(0)
-
-
-def _tenant_of(entry: tuple) -> str:
-    return entry[0].tenant
 
 
 def _past_every_key_of(shape: Shape) -> tuple:
@@ -134,12 +137,8 @@ def _past_every_shape_of(tenant: str) -> tuple:
 def of_tenant(shapes: ShapeIndex, tenant: str, above_priority: float = -_LAST) -> list[tuple[Shape, tuple]]:
     """The tenant's shapes of a priority above `above_priority`, by
     priority, each with the queue key of its first claim."""
-    out, seq = [], shapes.by_shape
-    entry = seq.ceiling(((tenant, above_priority, _LAST),))   # past every shape at that priority
-    while entry is not None and entry[0].tenant == tenant:
-        out.append(entry)
-        entry = seq.ceiling((entry[0], _PAST))
-    return out
+    return shapes.by_shape.firsts(_SHAPE, _past_every_key_of, ((tenant, above_priority, _LAST),),
+                                  _past_every_shape_of(tenant))
 
 
 def sized(shapes: ShapeIndex, max_mdev: int, max_floor_uj: int) -> list[tuple[Shape, tuple]]:
@@ -150,11 +149,17 @@ def sized(shapes: ShapeIndex, max_mdev: int, max_floor_uj: int) -> list[tuple[Sh
     entry = seq.ceiling(())
     while entry is not None and entry[0] <= max_mdev:
         mdev = entry[0]
-        while entry is not None and entry[0] == mdev and entry[1] <= max_floor_uj:
-            out.append((entry[2], entry[3]))
-            entry = seq.ceiling((mdev, entry[1], entry[2], _PAST))
+        out += ((e[2], e[3]) for e in seq.firsts(_SIZED_SHAPE, _past_every_sized_key_of, (mdev,),
+                                                  (mdev, max_floor_uj + 1)))
         entry = seq.ceiling((mdev, _LAST))   # the next GPU size
     return out
+
+
+_SIZED_SHAPE = itemgetter(2)
+
+
+def _past_every_sized_key_of(shape: Shape) -> tuple:
+    return (shape.gpu_mdev, shape.floor_uj, shape, _PAST)
 
 
 def index(claims) -> ShapeIndex:

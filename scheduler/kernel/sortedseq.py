@@ -18,6 +18,8 @@ from typing import Any
 
 from .edit import Edit, current
 
+_NOTHING = object()   # a part no key has
+
 _BLOCK = 64
 
 
@@ -201,22 +203,45 @@ class SortedSeq:
         is a prefix of the order (keys with equal parts sit together), where
         `beyond(value)` sorts after every key of that part: what
         `[p for p, _ in groupby(map(part, self))]` gives, without a step per
-        key. A block whose first and last keys have the same part holds only
-        that part's keys, and the blocks after it that do too are skipped in
-        one bisect; a block of several parts is grouped in C."""
+        key (see `firsts`)."""
+        return [part(key) for key in self.firsts(part, beyond)]
+
+    def firsts(self, part: Callable[[Any], Any], beyond: Callable[[Any], Any],
+               start: Any = None, stop: Any = None) -> list:
+        """The first key of each run of keys with equal `part(key)` (as
+        `distinct`), among the keys not below `start` and below `stop` (None:
+        no bound). A block whose first and last keys have the same part
+        holds only that part's keys, and the blocks after it that do too are
+        skipped in one bisect; a block of several parts is grouped in C."""
         out: list = []
-        blocks, maxes, i = self._blocks, self._maxes, 0
+        blocks, maxes = self._blocks, self._maxes
+        i = 0 if start is None else bisect_left(maxes, start)
+        seen: Any = _NOTHING
         while i < len(blocks):
-            block = blocks[i]
+            block, last_block = blocks[i], stop is not None and maxes[i] >= stop
+            if (start is not None and block[0] < start) or last_block:
+                block = block[bisect_left(block, start) if start is not None else 0:
+                              bisect_left(block, stop) if last_block else len(block)]
+                if not block:
+                    if last_block:
+                        break
+                    i += 1
+                    continue
             first = part(block[0])
             if first == part(block[-1]):
-                if not out or out[-1] != first:
-                    out.append(first)
+                if first != seen:
+                    out.append(block[0])
+                    seen = first
+                if last_block:
+                    break
                 i = max(i + 1, bisect_right(maxes, beyond(first)))
                 continue
-            for value, _ in groupby(map(part, block)):
-                if not out or out[-1] != value:
-                    out.append(value)
+            for value, run in groupby(block, part):
+                if value != seen:
+                    out.append(next(run))
+                    seen = value
+            if last_block:
+                break
             i += 1
         return out
 

@@ -92,3 +92,18 @@ def test_distinct_parts_are_the_groupby_of_every_key(runs, removals):
             seq = seq.remove(list(seq)[pick % len(seq)])
     first = itemgetter(0)
     assert seq.distinct(first, lambda part: (part, float("inf"))) == [part for part, _ in groupby(map(first, seq))]
+
+
+@settings(max_examples=80)
+@given(st.lists(st.integers(1, 300), max_size=12), st.integers(-1, 13), st.integers(-1, 13), st.integers(0, 300))
+def test_the_first_key_of_each_run_between_two_bounds_is_the_plain_walks(runs, start_part, stop_part, at):
+    """SortedSeq.firsts (what shapes.sized and of_tenant read ranges with)
+    against a walk of every key: bounds inside a run, on a run's edge, past
+    either end, or none."""
+    seq = SortedSeq((part, j) for part, length in enumerate(runs) for j in range(length))
+    start = None if start_part < 0 else (start_part, at)
+    stop = None if stop_part < 0 else (stop_part, at)
+    first = itemgetter(0)
+    inside = [k for k in seq if (start is None or k >= start) and (stop is None or k < stop)]
+    plain = [next(run) for _, run in groupby(inside, first)]
+    assert seq.firsts(first, lambda part: (part, float("inf")), start, stop) == plain
