@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable, Iterable, Iterator
-from itertools import chain, groupby
+from itertools import chain
 from typing import Any
 
 from .edit import Edit, current
@@ -212,7 +212,9 @@ class SortedSeq:
         `distinct`), among the keys not below `start` and below `stop` (None:
         no bound). A block whose first and last keys have the same part
         holds only that part's keys, and the blocks after it that do too are
-        skipped in one bisect; a block of several parts is grouped in C."""
+        skipped in one bisect; in a block of several parts, a run longer than
+        one key is stepped over with one bisect (comparing every key with the
+        next is what costs when parts are long tuples)."""
         out: list = []
         blocks, maxes = self._blocks, self._maxes
         i = 0 if start is None else bisect_left(maxes, start)
@@ -236,10 +238,15 @@ class SortedSeq:
                     break
                 i = max(i + 1, bisect_right(maxes, beyond(first)))
                 continue
-            for value, run in groupby(block, part):
+            j, n = 0, len(block)
+            while j < n:   # run by run: a run longer than one key is stepped over with one bisect
+                value = part(block[j])
                 if value != seen:
-                    out.append(next(run))
+                    out.append(block[j])
                     seen = value
+                j += 1
+                if j < n and part(block[j]) == value:
+                    j = bisect_right(block, beyond(value), j)
             if last_block:
                 break
             i += 1
