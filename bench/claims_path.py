@@ -10,9 +10,7 @@ real SQLite ledger (signed, group-committed, fsynced), without gRPC,
 counted by valgrind's callgrind on the event loop's thread only (inside
 functools.reduce, the marker the calls run under; the ledger's signing and
 storing threads are not counted), beside the same counts for each git
-revision given with --against. Also prints each phase's wall-clock rate in
-this process (not under valgrind), for the profile's proportions; on a
-shared host it varies with the load.
+revision given with --against (rates: bench/e2e.py, through gRPC).
 
     .venv/bin/python bench/claims_path.py [--against REF ...] [--batches N] [--cycles N]
 """
@@ -30,6 +28,8 @@ import tempfile
 import time
 from functools import reduce
 from pathlib import Path
+
+from instructions import checkout   # bench/instructions.py: a git revision's tree, unpacked
 
 ROOT = Path(__file__).resolve().parent.parent
 TENANTS = [f"team{i}" for i in range(4)]
@@ -119,14 +119,6 @@ def per_admission(tree: Path, name: str, calls: int) -> float:
     return collected / int(run.stdout.split()[-1])
 
 
-def checkout(ref: str, into: str) -> Path:
-    tree = Path(into) / f"against-{ref}"
-    tree.mkdir()
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref], capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
-    return tree
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--against", metavar="REF", nargs="+", default=[])
@@ -141,9 +133,6 @@ def main() -> None:
     print(f"load average: {os.getloadavg()[0]:.2f}   command: {' '.join([sys.executable, *sys.argv])}")
     phases = (("many", args.batches, "SubmitMany x 100: instructions per admission"),
               ("unary", args.cycles, "Submit + Release: instructions per admit+release cycle"))
-    for name, calls, label in phases:
-        admitted, seconds = run_phase(name, calls)
-        print(f"{label.split(':')[0]}: {admitted / seconds:,.0f} admissions/s in this process, wall clock")
     with tempfile.TemporaryDirectory(prefix="pool-instructions-") as scratch:
         trees = [("this tree", ROOT), *((ref, checkout(ref, scratch)) for ref in args.against)]
         for name, calls, label in phases:
