@@ -27,6 +27,15 @@ class Derived:
         self.ends = ends   # device id -> the end of its last counted window
 
     @cached_property
+    def devices(self) -> set[str]:
+        return set(self.windows.device)
+
+    @cached_property
+    def shortest(self) -> int | None:
+        """The shortest window's duration (None for no window)."""
+        return min(map(sub, self.windows.end_ns, self.windows.start_ns), default=None)
+
+    @cached_property
     def one_share_each(self) -> bool:
         return self.windows.shares == [1] * len(self.windows.shares)
 
@@ -46,7 +55,7 @@ class Derived:
     def previous(self) -> list[int]:
         """For each window, the end of the window before it on its device: in
         the batch, else the last one counted (0 for a device's first window)."""
-        device, period = self.windows.device, len(set(self.windows.device))
+        device, period = self.windows.device, len(self.devices)
         if period and len(set(device[:period])) == period and device[period:] == device[:-period]:
             return [self.ends.get(d, 0) for d in device[:period]] + self.windows.end_ns[:-period]
         return previous_plainly(self.ends, self.windows)

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from itertools import compress, count
-from operator import ge, le, lt, sub
+from operator import ge, lt
 from typing import NamedTuple
 
 from protos.energy import NS_PER_S
@@ -126,11 +126,11 @@ def check_order(host: str, windows: Windows) -> None:
 def _rules(ctx: Context, w: Windows, versions: list[int]) -> list[Rule]:
     """The rules, in the order a window's first broken one is reported."""
     limits = ctx.limits
-    unknown = {d for d in set(w.device) - ctx.device_types.keys()
-               if not (d.startswith(CPU_PREFIX) and NAME.fullmatch(d))}
     derived = Derived(w, ctx.ends)
+    unknown = {d for d in derived.devices - ctx.device_types.keys()
+               if not (d.startswith(CPU_PREFIX) and NAME.fullmatch(d))}
     latest, earliest = ctx.now_ns + limits.clock_skew_s * NS_PER_S, ctx.now_ns - limits.max_window_age_s * NS_PER_S
-    power = {d: ctx.limits.power_w(ctx.device_types.get(d, "cpu")) for d in set(w.device)}
+    power = {d: ctx.limits.power_w(ctx.device_types.get(d, "cpu")) for d in derived.devices}
     entry = _memo(ctx.occupancy)
     problems = _memo(lambda _: _occupancy_problems(ctx, w, versions, derived.bounds, entry))
     return [
@@ -142,7 +142,7 @@ def _rules(ctx: Context, w: Windows, versions: list[int]) -> list[Rule]:
              lambda: max(w.seq, default=ctx.acked) - ctx.acked <= limits.max_seq_advance),
         Rule(lambda i: w.end_ns[i] <= w.start_ns[i],
              lambda i: "end_ns must be after start_ns",
-             lambda: not any(map(le, w.end_ns, w.start_ns))),
+             lambda: derived.shortest is None or derived.shortest > 0),
         Rule(lambda i: w.end_ns[i] > latest,
              lambda i: f"end_ns {w.end_ns[i]} is more than {limits.clock_skew_s} s after the scheduler's clock",
              lambda: max(w.end_ns, default=latest) <= latest),
@@ -166,7 +166,7 @@ def _rules(ctx: Context, w: Windows, versions: list[int]) -> list[Rule]:
              * power[w.device[i]] * 1_000_000,
              lambda i: f"{w.uj[i]} µJ in {w.end_ns[i] - w.start_ns[i]} ns is above {power[w.device[i]]} W, "
                        f"the most a {ctx.device_types.get(w.device[i], 'cpu')!r} device may draw",
-             lambda: _within_power(w, power)),
+             lambda: _within_power(w, derived, power)),
         Rule(lambda i: w.shares[i] > 0 and w.uj[i] is not None and derived.sums[i] != w.uj[i],
              lambda i: f"shares sum to {derived.sums[i]}, not {w.uj[i]}",
              lambda: derived.sums == w.uj),
@@ -182,14 +182,11 @@ def _memo(function: Callable) -> Callable:
     return lambda key: known[key] if key in known else known.setdefault(key, function(key))
 
 
-def _within_power(w: Windows, power: Mapping[str, int]) -> bool:
+def _within_power(w: Windows, derived: Derived, power: Mapping[str, int]) -> bool:
     """No window draws above its device's ceiling, judged on the extremes:
     the largest figure in the shortest window against the lowest ceiling."""
     top = max(filter(None, w.uj), default=0)
-    if top == 0:
-        return True
-    shortest = min(map(sub, w.end_ns, w.start_ns))
-    return shortest > 0 and top * NS_PER_S <= shortest * min(power.values()) * 1_000_000
+    return top == 0 or derived.shortest > 0 and top * NS_PER_S <= derived.shortest * min(power.values()) * 1_000_000
 
 
 def _occupancy_problems(ctx: Context, w: Windows, versions: list[int], bounds: list[int],
