@@ -26,9 +26,11 @@ class Rollup:
     paths (`tree.at_path`) and by name through `rollup[name]`.
 
     A flat list is cheaper to update along one path than a map, and the
-    tree never changes under it. A list is never changed once made, except
-    by the edit batch that made it (edit.py): the one speed trick here,
-    kept in `_writable`."""
+    tree never changes under it. A list, and a Usage record in it, is never
+    changed once made, except by the edit batch that made it (edit.py): the
+    one speed trick here, kept in `_writable`, `_copy` and the first lines
+    of `_added`'s loop. Within a decision's batch each node's record is
+    copied once and then updated in place, not rebuilt per change."""
 
     index: Mapping[str, int]
     energy: list[Usage]    # µJ
@@ -72,34 +74,48 @@ def bump(tree: TenantTree, usage: Rollup, tenant: str, d_uj: int, d_mdev: int) -
     """`usage` with (d_uj, d_mdev) added to `tenant`'s direct usage and its
     ancestors fixed (this runs on every admission and settlement)."""
     path, edit = tree.at_path[tenant], current()
-    energy = _added(tree.energy, _writable(usage.energy, edit), path, d_uj) if d_uj else usage.energy
-    devices = _added(tree.devices, _writable(usage.devices, edit), path, d_mdev) if d_mdev else usage.devices
+    energy = _added(tree.energy, _writable(usage.energy, edit), path, d_uj, edit) if d_uj else usage.energy
+    devices = _added(tree.devices, _writable(usage.devices, edit), path, d_mdev, edit) if d_mdev else usage.devices
     if energy is usage.energy and devices is usage.devices:
         return usage
     return Rollup(usage.index, energy, devices)
 
 
-def _added(quota: Quota, nodes: list[Usage], path: tuple[int, ...], amount: int) -> list[Usage]:
+def _added(quota: Quota, nodes: list[Usage], path: tuple[int, ...], amount: int, edit: Edit | None) -> list[Usage]:
     """`nodes`, one dimension's usage (writable), with `amount` added to the
     direct usage of the path's first node and to every total up the path."""
     guarantees, lend_limits = quota.guarantees, quota.lend_limits
+    owned = edit.owned if edit is not None else {}
     direct_gain = within_gain = amount
     held_gain = 0
     for at in path:
-        old = nodes[at]
-        nodes[at] = old.plus(direct_gain, amount, within_gain, held_gain)
+        node = nodes[at]
+        if id(node) not in owned:  # made before this batch (or outside any): changed on a copy
+            node = nodes[at] = _copy(node, edit)
+        total, before = node.total, node.within
+        node.direct += direct_gain
+        node.total = total + amount
+        node.within = after = before + within_gain
+        node.held_back += held_gain
         direct_gain = 0  # only the tenant's own direct usage changes
         # what the parent's within usage gains: this node's, up to its guarantee
         # (conditionals rather than min(): two calls per node add up here) ...
         guarantee, lend_limit = guarantees[at], lend_limits[at]
-        before = old.within
-        after = before + within_gain
         within_gain = (guarantee if after > guarantee else after) - (guarantee if before > guarantee else before)
         # ... and what the parent's children hold back: this node's guarantee
         # that its lend limit keeps and it does not use (nothing without a limit)
-        held_gain = 0 if lend_limit is None else (held_back(guarantee, lend_limit, old.total + amount)
-                                                  - held_back(guarantee, lend_limit, old.total))
+        held_gain = 0 if lend_limit is None else (held_back(guarantee, lend_limit, total + amount)
+                                                  - held_back(guarantee, lend_limit, total))
     return nodes
+
+
+def _copy(node: Usage, edit: Edit | None) -> Usage:
+    """A copy of `node` to change, the batch's own (`edit`, the batch open
+    here: its later changes are made in place)."""
+    copy = Usage(node.direct, node.total, node.within, node.held_back)
+    if edit is not None:
+        edit.own(copy)
+    return copy
 
 
 def _writable(nodes: list[Usage], edit: Edit | None) -> list[Usage]:

@@ -1,8 +1,10 @@
 """Immutable snapshots: the records the kernel reads and `apply` produces.
 
 Everything is a frozen, slotted dataclass or a NamedTuple holding ints,
-strings, tuples and persistent maps and sequences. The records `apply`
-rebuilds on every event (Claim, WorkerLoad, Usage, ClusterState) are
+strings, tuples and persistent maps and sequences, but the roll-up's `Usage`
+records: slotted, and changed only by the edit batch that made them, as the
+persistent structures' nodes are (edit.py). The records `apply`
+rebuilds on every event (Claim, WorkerLoad, ClusterState) are
 NamedTuples: `_replace` costs a fifth of `dataclasses.replace`, and
 `quick_replace` takes a fifth off that for the two replaced on every
 admission. Sets are kept as sorted tuples so that equal states compare equal
@@ -219,7 +221,7 @@ class Claim(NamedTuple):
         return self.hold_uj, self.hold_grade
 
 
-class Usage(NamedTuple):
+class Usage:
     """One tree node's usage of one dimension (µJ or milli-devices, RULES §3),
     as the roll-up keeps it.
 
@@ -227,22 +229,30 @@ class Usage(NamedTuple):
     subtree uses within guarantees (direct, plus each child's `within` up to
     that child's guarantee: what the own pass counts); held_back: guarantee
     its children neither use nor may lend (lend limits: µJ only, so 0 for
-    devices)."""
+    devices).
 
-    direct: int = 0
-    total: int = 0
-    within: int = 0
-    held_back: int = 0
+    Like the roll-up's lists, a Usage is never changed once made, except by
+    the edit batch that made it (rollup.py: a decision updates the records it
+    made in place instead of building one per node and change)."""
 
-    def plus(self, direct: int, total: int, within: int, held_back: int) -> Usage:
-        """This usage with each figure added to its own: what `bump` builds
-        per node on every admission and settlement, without NamedTuple's
-        Python-level `__new__` (tested equal to the plain constructor)."""
-        return _new_tuple(Usage, (self.direct + direct, self.total + total, self.within + within,
-                                  self.held_back + held_back))
+    __slots__ = ("direct", "total", "within", "held_back")
 
+    def __init__(self, direct: int = 0, total: int = 0, within: int = 0, held_back: int = 0) -> None:
+        self.direct, self.total, self.within, self.held_back = direct, total, within, held_back
 
-_new_tuple = tuple.__new__
+    def _figures(self) -> tuple[int, int, int, int]:
+        return self.direct, self.total, self.within, self.held_back
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Usage and self._figures() == other._figures()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Usage(direct={self.direct}, total={self.total}, within={self.within}, held_back={self.held_back})"
+
+    def __reduce__(self):
+        return Usage, self._figures()
 
 
 class NodeUsage(NamedTuple):

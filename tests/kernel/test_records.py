@@ -1,5 +1,5 @@
 """The kernel's records: `quick_replace` behaves as typing's `_replace`, and
-each fast constructor makes what the plain one makes."""
+`fit` makes what `Fit(...)` makes."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scheduler.kernel.fit import Fit, fit
-from scheduler.kernel.snapshot import Claim, ClaimSpec, ClusterState, Usage
+from scheduler.kernel.snapshot import Claim, ClaimSpec, ClusterState
 
 
 @pytest.mark.parametrize("record", [Claim(ClaimSpec("c", "t"), 1), ClusterState()])
@@ -29,18 +29,6 @@ def test_quick_replace_equals_the_standard_one(record, data):
 
 
 _ints = st.integers(-(2 ** 70), 2 ** 70)
-
-
-@given(st.tuples(_ints, _ints, _ints, _ints), st.tuples(_ints, _ints, _ints, _ints))
-def test_usage_plus_equals_the_plain_constructor(figures, gains):
-    """`Usage.plus`, the roll-up's fast constructor, makes what `Usage(...)`
-    makes from the sums, field by field."""
-    usage = Usage(*figures)
-    direct, total, within, held_back = gains
-    added = usage.plus(direct, total, within, held_back)
-    assert type(added) is Usage
-    assert added == Usage(direct=usage.direct + direct, total=usage.total + total, within=usage.within + within,
-                          held_back=usage.held_back + held_back)
 
 
 @given(st.booleans(), st.text(max_size=8), _ints, _ints, st.one_of(st.none(), st.tuples(_ints, st.none() | _ints)))
