@@ -9,9 +9,10 @@
   then only what they can make admissible judged. A decision leaves the queue
   *settled* (re-judging it would admit nothing), so after a new claim only
   that claim (or its gang) needs judging: a claim only consumes capacity. An
-  event that frees capacity re-judges the queue one shape at a time
-  (shapes.py): the first claim of each shape, and the next one only if that
-  one was admitted.
+  event that frees capacity re-judges the shapes and gangs the state it
+  leads to could admit (movable.py, found through the shape index of
+  shapes.py), one shape at a time: its first claim, and the next one only if
+  that one was admitted and the room left could still take it.
 
 Both return the events that carry the decisions out, a reason per claim
 judged, and the state they lead to. Why each pending claim waits is its
