@@ -120,12 +120,13 @@ def movable(room: Room, every_gang: bool = False) -> dict[tuple, tuple]:
     refs = {("shape", s): key for s, key in found.items()}
     claims = state.claims
     for gang_id, members in state.gangs.items():
-        if every_gang or gang_could_move(room, gang_id, members):
+        if every_gang or gang_could_move(room, members):
             refs[("gang", gang_id)] = min(pending_key(claims[m]) for m in members)
     return refs
 
 
-def gang_could_move(room: Room, gang_id: str, members: tuple[str, ...]) -> bool:
+def gang_could_move(room: Room, members: tuple[str, ...]) -> bool:
+    """A gang (its pending members' ids) is complete and a member meets condition 1."""
     claims = room.state.claims
     first = claims[members[0]].spec
     return len(members) >= first.gang_size and room.fits_free(shape_of(first))

@@ -201,7 +201,7 @@ def _plain_movable(state, every_gang=False):
     room = Room(state)
     return ({("shape", s): first_of(state.shapes, s) for s in listed(state.shapes) if room.could_admit(s)}
             | {("gang", g): min(pending_key(state.claims[m]) for m in members) for g, members in state.gangs.items()
-               if every_gang or gang_could_move(room, g, members)})
+               if every_gang or gang_could_move(room, members)})
 
 
 @settings(max_examples=150, deadline=None)
@@ -230,7 +230,7 @@ def test_every_claim_that_could_be_admitted_is_one_the_rule_allows(cluster):
             judged = gangs.members(state, gang_id)
             if gangs.complete(state, gang_id, judged[0].spec.gang_size) and not gangs.never_fits(state, judged):
                 if gangs.decide_gang(state, judged, 0)[0] is Reason.ADMISSIBLE:
-                    assert gang_could_move(room, gang_id, members), gang_id
+                    assert gang_could_move(room, members), gang_id
 
 
 def _op_events(state, op, n):
