@@ -148,9 +148,6 @@ steward_key = "{workdir / 'steward.key'}"
 submits_per_s = 0
 windows_per_s = 0
 max_open_claims_per_tenant = 0
-# at the default 128, 64 unary calls in flight are refused (RST_STREAM REFUSED_STREAM) within
-# a 12 s phase, before issue 13's changes too: docs/BENCHMARKS.md, "The claims path"
-max_streams_per_connection = 1000
 
 [[tenants]]
 name = "root"

@@ -91,7 +91,10 @@ class Limits:
     # the gRPC server
     max_message_bytes: int = 4 << 20       # one request or answer
     max_concurrent_rpcs: int = 10_000      # calls in progress, streams included; beyond: RESOURCE_EXHAUSTED
-    max_streams_per_connection: int = 128  # HTTP/2 streams one connection may open at once
+    # HTTP/2 streams one connection may open at once. Not 128: gRPC core counts a stream until the
+    # event loop has reaped its finished call, so a busy scheduler refused 64 calls in flight at 128
+    # (docs/OPERATIONS.md, Limits); what bounds a hostile client is max_concurrent_rpcs.
+    max_streams_per_connection: int = 1024
     connection_idle_s: int = 300           # an idle connection is closed after this
     keepalive_s: int = 60                  # the server pings a quiet connection; a dead peer is dropped
     # what an agent may send
