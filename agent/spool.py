@@ -92,6 +92,7 @@ class Spool:
         self._offered = 0
         self._session_top = 0  # the highest seq offered on the current stream, for the in-flight bound
         self._episode: list[int] | None = None   # overflow: [windows, µJ, ns] lost so far
+        self._closed = False   # a stream's request thread may still ask after close(): it gets nothing
         metrics.buffered.set_function(self.__len__)
         metrics.window_lag.set_function(self._lag_s)
 
@@ -193,10 +194,10 @@ class Spool:
         `cut`, a batch never holds windows on both sides of seq `cut` (the
         windows before a refused one go on their own, stream.py)."""
         with self._cond:
-            rows = self._offerable(max(after, self.acked), limit)
-            if not rows:
+            rows = [] if self._closed else self._offerable(max(after, self.acked), limit)
+            if not rows and not self._closed:
                 self._cond.wait(timeout_s)
-                rows = self._offerable(max(after, self.acked), limit)
+                rows = [] if self._closed else self._offerable(max(after, self.acked), limit)
             if cut is not None and rows and rows[0][0] < cut:
                 rows = [row for row in rows if row[0] < cut]
             if rows:
@@ -303,6 +304,10 @@ class Spool:
 
     def close(self) -> None:
         with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            self._cond.notify_all()
             if self._episode is not None:
                 self._end_episode()
             self._delete_through(self.acked)

@@ -145,3 +145,19 @@ def test_restarts_anywhere_tile_time_and_sum_to_the_counter_exactly(tmp_path_fac
         assert all(w.HasField("uj") for w in windows), [GapReason(w.gap_reason) for w in windows if w.gap_reason]
         first, last = windows[0].start_ns - offset, windows[-1].end_ns - offset
         assert sum(w.uj for w in windows) == counter_at(last) - counter_at(first)
+
+
+def test_a_stream_asking_after_close_gets_nothing_and_no_error(tmp_path):
+    """The gRPC thread that pulls a stream's requests may be waiting in offer
+    when the agent stops (client.close, then spool.close): it wakes with
+    nothing, instead of reading a closed database (an 'Exception iterating
+    requests!' traceback in the agent's log)."""
+    spool = spool_at(tmp_path)
+    got: list = []
+    waiting = threading.Thread(target=lambda: got.append(spool.offer(0, 10, timeout_s=5)))
+    waiting.start()
+    spool.close()
+    waiting.join(timeout=2)
+    assert not waiting.is_alive() and got == [[]], "a waiting offer wakes at close"
+    assert spool.offer(0, 10, timeout_s=0.01) == []
+    spool.close()   # twice: once is enough
