@@ -12,8 +12,9 @@ Each rule is written plainly, for one window (`Rule.broken`), and comes with
 a test over whole columns (`Rule.holds`) that passes a good batch without a
 look at each window: a batch of 1,000 windows costs a few dozen list
 operations at C speed, not 12,000 rule calls. The column tests are the only
-speed trick here, and `check_plainly` (window by window, rule by rule) is the
-reference they are tested against (tests/service/test_evidence_columns.py).
+speed trick here, and the plain check (window by window, rule by rule,
+`check_plainly` in tests/service/test_evidence_columns.py) is the reference
+they are tested against.
 The occupancy rule's column test is a module of its own, splits_held.py;
 the columns the rules derive from a batch (share bounds and sums, each
 device's previous end) are columns.py's.
@@ -78,7 +79,7 @@ class Rule(NamedTuple):
     only when no window of the batch breaks the rule, so that a good batch is
     not looked at window by window. It may answer false when unsure (then
     `broken` decides); tests/service/test_evidence_columns.py checks it
-    against `broken`, and `check` against `check_plainly`, on random and
+    against `broken`, and `check` against its `check_plainly`, on random and
     hostile batches."""
 
     broken: Callable[[int], bool]
@@ -98,16 +99,6 @@ def check(ctx: Context, windows: Windows, versions: list[int]) -> None:
     if found:
         first, rule = min(found, key=lambda f: f[0])   # min keeps the first rule among equals
         _refuse(ctx.host, windows, first, rule.says)
-
-
-def check_plainly(ctx: Context, windows: Windows, versions: list[int]) -> None:
-    """`check` without the speed trick: window by window, rule by rule (the
-    reference `check` is tested against)."""
-    rules = _rules(ctx, windows, versions)
-    for i in range(len(windows.seq)):
-        for rule in rules:
-            if rule.broken(i):
-                _refuse(ctx.host, windows, i, rule.says)
 
 
 def _refuse(host: str, windows: Windows, i: int, says: Callable[[int], str]) -> None:
