@@ -17,12 +17,11 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from protos.energy import NS_PER_S
 from scheduler.kernel import ClaimAdmitted, ClaimRefused, ClaimVerdict, ClusterState, Event, IdleVerdict, Reason
 from scheduler.kernel.events import Settled
 from scheduler.service.observed import Observed
 
-
-NS_PER_S = 1_000_000_000
 WAIT_BUCKETS_S = (0.01, 0.1, 1, 10, 60, 300, 1800, 3600, 6 * 3600, 86400)
 
 
@@ -84,15 +83,13 @@ class _StateCollector(Collector):
         state = self._state()
         usage = GaugeMetricFamily("pool_tenant_usage_uj", "Tenant (subtree) usage in µJ", labels=["tenant"])
         guarantee = GaugeMetricFamily("pool_tenant_guarantee_uj", "Tenant guarantee in µJ", labels=["tenant"])
-        if state.tree is not None:
-            for name in state.tree.order:
-                usage.add_metric([name], state.usage[name].energy.total)
-                guarantee.add_metric([name], state.tree.nodes[name].guarantee_uj)
         borrowed = GaugeMetricFamily("pool_tenant_borrowed_uj", "Tenant (subtree) usage above its guarantee in µJ",
                                      labels=["tenant"])
-        if state.tree is not None:
-            for name in state.tree.order:
-                borrowed.add_metric([name], max(0, state.usage[name].energy.total - state.tree.nodes[name].guarantee_uj))
+        for name in state.tree.order if state.tree is not None else ():
+            used, promised = state.usage[name].energy.total, state.tree.nodes[name].guarantee_uj
+            usage.add_metric([name], used)
+            guarantee.add_metric([name], promised)
+            borrowed.add_metric([name], max(0, used - promised))
         pending = GaugeMetricFamily("pool_pending_claims", "Pending claims by the reason they wait",
                                     labels=["reason"])
         for reason, n in sorted(Tally(r.name for r in self._pending().values()).items()):
