@@ -37,10 +37,8 @@ def expected_shares(uj: int, weights: Mapping[str, int], grade: str) -> Shares:
     """The shares RULES §2 gives `uj` split by `weights`: protos.energy.split,
     with a sole occupant (the usual idle device) taken whole without it.
     tests/e2e/test_windows.py checks both against split."""
-    if len(weights) == 1:
-        [(occupant, weight)] = weights.items()
-        if weight > 0:
-            return [(occupant, uj, grade)]   # one occupant keeps the window's grade (split_grade)
+    if (occupant := _sole(weights)) is not None:
+        return [(occupant, uj, grade)]   # one occupant keeps the window's grade (split_grade)
     return [(s.occupant, s.uj, s.grade.name) for s in split(uj, weights, Grade[grade])]
 
 
@@ -81,7 +79,6 @@ def shares_hold(w: Windows, versions: list[int], entry: Callable[[int], Issued |
     if len(set(sole.values())) == 1:   # one occupant takes every window whole (every device idle)
         return w.occupant == [next(iter(sole.values()))] * n
     if len(named) == 1:
-        [version] = named
         return w.occupant == list(map({d: o for (_, d), o in sole.items()}.__getitem__, w.device))
     return w.occupant == list(map(sole.__getitem__, zip(versions, w.device)))
 
