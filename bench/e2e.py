@@ -60,7 +60,7 @@ from scheduler.ledger import keys
 from scheduler.ledger.sqlite import SqliteStore
 from scheduler.ledger.steward import Steward
 from scheduler.ledger.writer import GroupCommitWriter
-from scheduler.service.convert import windows_from
+from scheduler.service.convert import batch_columns
 from scheduler.service.observed import WINDOWS, windows_body
 
 BIN = Path(sys.executable).parent
@@ -417,7 +417,7 @@ async def _send_windows(agents: list[FakeAgent], plans: list[list[bytes]], sizes
 def windows_append_rate(path: Path, sizes: Sizes) -> float:
     """The ledger alone taking the same window batches, one receipt each, one appender per host."""
     batch = agent_pb2.AgentMessage.FromString(_batch("peer", 1, sizes.batch, time.time_ns())).batch
-    body = windows_body("peer", windows_from(batch))
+    body = windows_body("peer", batch_columns(batch)[0])
     steward = Steward.open(SqliteStore(path, create=True), keys.generate())
 
     async def host(writer: GroupCommitWriter) -> None:

@@ -12,7 +12,7 @@ from scheduler.kernel import (Claim, ClaimSpec, ClaimVerdict, Device, Estimate, 
                               PreemptionPlan, Reason, Resources, TenantView, Tier, Worker, WorkerView, tier)
 from scheduler.service.config import WorkerOverride
 from scheduler.service.errors import Refused
-from scheduler.service.observed import GAP_NAMES, GapRecord, SplitRow, Windows, WireWindows
+from scheduler.service.observed import GAP_NAMES, GapRecord, SplitRow, WireWindows
 
 
 def known(enum, value: int, field: str) -> int:
@@ -90,11 +90,6 @@ def capacity(worker: Worker) -> types_pb2.Capacity:
 
 
 _GRADE_NAMES = {int(g): g.name for g in Grade}   # a wire value outside these becomes None
-
-
-def windows_from(batch: agent_pb2.WindowBatch) -> Windows:
-    """A batch straight into the body's columns (see batch_columns)."""
-    return batch_columns(batch)[0]
 
 
 def batch_columns(batch: agent_pb2.WindowBatch) -> tuple[WireWindows, list[int]]:

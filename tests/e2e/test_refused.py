@@ -18,7 +18,7 @@ from protos.pool.v1 import agent_pb2, ops_pb2, types_pb2
 from scheduler.kernel import ClusterState
 from scheduler.service import convert, evidence
 from scheduler.service.config import Limits
-from scheduler.service.convert import windows_from
+from scheduler.service.convert import batch_columns
 from scheduler.service.observed import Observed
 from scheduler.service.occupancies import Issued
 
@@ -156,7 +156,7 @@ def test_a_refused_gap_passes_the_evidence_rules_and_is_reported_as_gap_refused(
                                 shares=[types_pb2.Share(occupant="unallocated", uj=10, grade=types_pb2.GRADE_HW_SHUNT)])
     gap = agent_pb2.Window(device_id="GPU-0", seq=2, start_ns=200, end_ns=300, grade=types_pb2.GRADE_HW_SHUNT,
                            gap_reason=types_pb2.GAP_REFUSED, lost_windows=1)
-    batch = windows_from(agent_pb2.WindowBatch(windows=[measured, gap]))
+    batch = batch_columns(agent_pb2.WindowBatch(windows=[measured, gap]))[0]
     context = evidence.Context("h1", evidence.device_types(meters), frozenset(), 0, {}, 10_000, Limits(),
                                lambda v: Issued(v, {}) if v == 0 else None)
     evidence.check_order("h1", batch)

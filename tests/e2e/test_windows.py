@@ -14,7 +14,7 @@ from scheduler.kernel import ClusterState
 from scheduler.ledger import dcbor
 from scheduler.service import evidence
 from scheduler.service.config import Limits
-from scheduler.service.convert import windows_from
+from scheduler.service.convert import batch_columns
 from scheduler.service.errors import Refused
 from scheduler.service.occupancies import Issued
 from scheduler.service.observed import Observed, Windows, windows_body, windows_from_body
@@ -48,7 +48,7 @@ def window(seq: int, uj: int | None = 10, shares: tuple = (("unallocated", 10, H
 
 
 def batch(*windows: agent_pb2.Window) -> Windows:
-    return windows_from(agent_pb2.WindowBatch(windows=windows))
+    return batch_columns(agent_pb2.WindowBatch(windows=windows))[0]
 
 
 def test_protobuf_windows_become_the_columns():

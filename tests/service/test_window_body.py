@@ -14,7 +14,7 @@ from scheduler.ledger import dcbor
 from scheduler.ledger.receipts import ReceiptTooLarge, check_size
 from scheduler.ledger.steward import prepare
 from scheduler.service import window_body
-from scheduler.service.convert import windows_from
+from scheduler.service.convert import batch_columns
 from scheduler.service.observed import TEXT, WINDOWS, Windows, WireWindows, windows_body
 
 U64 = (1 << 64) - 1
@@ -88,7 +88,7 @@ WINDOW = st.builds(agent_pb2.Window, device_id=st.one_of(NAMES, st.just("GPU-é"
 def test_every_batch_from_the_wire_takes_the_column_way(windows):
     """A batch read from protobuf (WireWindows) is judged by its texts alone:
     as the full judgement judges it, and as the plain way prepares it."""
-    wire = windows_from(agent_pb2.WindowBatch(windows=windows))
+    wire = batch_columns(agent_pb2.WindowBatch(windows=windows))[0]
     assert type(wire) is WireWindows and type(wire.since(1)) is WireWindows
     body = windows_body("host-1", wire)
     judged = window_body.judge(body, wire=True)
