@@ -13,8 +13,8 @@ from protos.energy import UNALLOCATED
 from .placement import check_worker
 from .snapshot import ClaimSpec, ClusterState, Worker, WorkerLoad
 
-NAME = re.compile(r"[A-Za-z0-9._:-]{1,128}")   # claim, gang, work class, host and device ids
-NAME_RULE = "[A-Za-z0-9._:-]{1,128}"
+NAME_RULE = "[A-Za-z0-9._:-]{1,128}"            # claim, gang, work class, host and device ids
+NAME = re.compile(NAME_RULE)
 RESERVED = frozenset({UNALLOCATED})            # occupant names the scheduler itself uses
 MAX_GPU_TYPES = 16                             # entries in a request's gpu_types
 MAX_GPU_TYPE_CHARS = 64                        # characters in one GPU type name
