@@ -20,6 +20,7 @@ from . import gangs
 from .admission import EntitlementCheck, evaluate
 from .placement import FieldFigure, adjust, field_figures, reasoner
 from .reasons import CheckStep, ClaimState, ErrorCode, KernelError, Reason
+from .shapes import pending_key
 from .snapshot import Claim, ClusterState, DeviceShare, Resources, Worker, WorkerLoad
 
 
@@ -88,7 +89,7 @@ def queue_position(state: ClusterState, claim: Claim) -> int:
     """1-based place in the pending queue (priority, then submission); 0 when not pending."""
     if claim.state is not ClaimState.PENDING:
         return 0
-    return state.pending.index((-claim.spec.priority, claim.seq, claim.claim_id)) + 1
+    return state.pending.index(pending_key(claim)) + 1
 
 
 def worker_rows(state: ClusterState, claim: Claim) -> tuple[WorkerExplanation, ...]:
