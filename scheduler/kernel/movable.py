@@ -41,7 +41,7 @@ them judges every gang (`every_gang`), since it may refuse one.
 from __future__ import annotations
 
 from .entitlement import DEVICES, ENERGY, own_pass
-from .shapes import Shape, of_tenant, pending_key, shape_of, sized, tenants
+from .shapes import Shape, gang_key, of_tenant, shape_of, sized, tenants
 from .snapshot import ClusterState
 
 
@@ -121,7 +121,7 @@ def movable(room: Room, every_gang: bool = False) -> dict[tuple, tuple]:
     claims = state.claims
     for gang_id, members in state.gangs.items():
         if every_gang or gang_could_move(room, members):
-            refs[("gang", gang_id)] = min(pending_key(claims[m]) for m in members)
+            refs[("gang", gang_id)] = gang_key(claims, members)
     return refs
 
 

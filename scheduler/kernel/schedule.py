@@ -38,7 +38,7 @@ from .edit import Edit
 from .events import ClaimRefused, ClaimSubmitted, Event, PeriodRolled, Preempted, Released
 from .reasons import ClaimState, Reason
 from .movable import Room, movable
-from .shapes import first_of, pending_key, shape_of
+from .shapes import first_of, gang_key, shape_of
 from .snapshot import Claim, ClusterState
 from .transitions import apply
 
@@ -173,7 +173,7 @@ def _head(state: ClusterState, ref: tuple) -> tuple | None:
     if kind == "shape":
         return first_of(state.shapes, name)
     members = state.gangs.get(name)
-    return min(pending_key(state.claims[m]) for m in members) if members else None
+    return gang_key(state.claims, members) if members else None
 
 
 def _fit_inputs(state: ClusterState) -> tuple:

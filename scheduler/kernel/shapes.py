@@ -77,6 +77,12 @@ def pending_key(claim: Claim) -> tuple[int, int, str]:
     return (-claim.spec.priority, claim.seq, claim.claim_id)
 
 
+def gang_key(claims, members) -> tuple:
+    """The queue key of a gang's first pending member (its pending members'
+    ids): where the gang is decided."""
+    return min(pending_key(claims[m]) for m in members)
+
+
 class ShapeIndex(NamedTuple):
     by_shape: SortedSeq = SortedSeq()   # (shape, queue key)
     by_size: SortedSeq = SortedSeq()    # (gpu_mdev, floor_uj, shape, queue key)
