@@ -109,16 +109,10 @@ def first_of(shapes: ShapeIndex, shape: Shape) -> tuple | None:
     return entry[1] if entry is not None and entry[0] == shape else None
 
 
-def listed(shapes: ShapeIndex) -> list[Shape]:
-    """Every shape with a pending claim: one step per block of the index and
-    one per shape, however many claims each shape holds."""
-    return shapes.by_shape.distinct(_SHAPE, _past_every_key_of)
-
-
 def tenants(shapes: ShapeIndex) -> list[str]:
     """Every tenant with a single claim pending, by name: one bisect per
-    tenant (a tenant's claims span blocks of several shapes, which `distinct`
-    would walk claim by claim)."""
+    tenant (a tenant's claims span blocks of several shapes, which
+    `SortedSeq.firsts` by shape would step through shape by shape)."""
     out, seq = [], shapes.by_shape
     entry = seq.ceiling(())
     while entry is not None:

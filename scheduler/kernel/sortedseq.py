@@ -198,18 +198,12 @@ class SortedSeq:
         block = self._blocks[i]
         return block[bisect_left(block, key)]
 
-    def distinct(self, part: Callable[[Any], Any], beyond: Callable[[Any], Any]) -> list:
-        """The distinct values of `part(key)`, in key order, for a `part` that
-        is a prefix of the order (keys with equal parts sit together), where
-        `beyond(value)` sorts after every key of that part: what
-        `[p for p, _ in groupby(map(part, self))]` gives, without a step per
-        key (see `firsts`)."""
-        return [part(key) for key in self.firsts(part, beyond)]
-
     def firsts(self, part: Callable[[Any], Any], beyond: Callable[[Any], Any],
                start: Any = None, stop: Any = None) -> list:
-        """The first key of each run of keys with equal `part(key)` (as
-        `distinct`), among the keys not below `start` and below `stop` (None:
+        """The first key of each run of keys with equal `part(key)`, for a
+        `part` that is a prefix of the order (keys with equal parts sit
+        together) and where `beyond(value)` sorts after every key of that
+        part, among the keys not below `start` and below `stop` (None:
         no bound). A block whose first and last keys have the same part
         holds only that part's keys, and the blocks after it that do too are
         skipped in one bisect; in a block of several parts, a run longer than

@@ -81,17 +81,17 @@ def test_a_sequence_edited_in_place_equals_a_sorted_list(start, changes, free_in
 
 @settings(max_examples=80)
 @given(st.lists(st.integers(1, 300), max_size=12), st.lists(st.integers(0, 10 ** 6), max_size=200))
-def test_distinct_parts_are_the_groupby_of_every_key(runs, removals):
-    """SortedSeq.distinct (one bisect per run of a part, one step per mixed
-    block) against the plain walk of every key, on sequences of one block to
-    many, with runs longer than a block (a shape with thousands of pending
-    claims) beside runs of one, and after removals."""
+def test_the_first_key_of_each_run_is_the_groupby_of_every_key(runs, removals):
+    """SortedSeq.firsts without bounds (one bisect per run of a part, one
+    step per mixed block) against the plain walk of every key, on sequences
+    of one block to many, with runs longer than a block (a shape with
+    thousands of pending claims) beside runs of one, and after removals."""
     seq = SortedSeq((part, j) for part, length in enumerate(runs) for j in range(length))
     for pick in removals:
         if len(seq):
             seq = seq.remove(list(seq)[pick % len(seq)])
     first = itemgetter(0)
-    assert seq.distinct(first, lambda part: (part, float("inf"))) == [part for part, _ in groupby(map(first, seq))]
+    assert seq.firsts(first, lambda part: (part, float("inf"))) == [next(run) for _, run in groupby(seq, first)]
 
 
 @settings(max_examples=80)

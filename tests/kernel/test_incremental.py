@@ -6,6 +6,8 @@ state as re-judging the whole queue, and the reasons computed when asked
 
 from __future__ import annotations
 
+from itertools import groupby
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kit import cluster, gpus
@@ -20,7 +22,7 @@ from scheduler.kernel.events import WorkerCordoned
 from scheduler.kernel.reasons import ErrorCode, KernelError
 from scheduler.kernel.maintenance import cordon
 from scheduler.kernel.movable import Room, gang_could_move, movable
-from scheduler.kernel.shapes import first_of, listed, pending_key, shape_of
+from scheduler.kernel.shapes import first_of, pending_key, shape_of
 from scheduler.kernel.pmap import PMap
 
 # few distinct figures, so that claims share shapes and shapes are skipped whole
@@ -199,7 +201,8 @@ def _plain_movable(state, every_gang=False):
     """The rule over every shape and gang, one by one: the plain reference
     of the index's ranges."""
     room = Room(state)
-    return ({("shape", s): first_of(state.shapes, s) for s in listed(state.shapes) if room.could_admit(s)}
+    every_shape = [shape for shape, _ in groupby(shape for shape, _ in state.shapes.by_shape)]
+    return ({("shape", s): first_of(state.shapes, s) for s in every_shape if room.could_admit(s)}
             | {("gang", g): min(pending_key(state.claims[m]) for m in members) for g, members in state.gangs.items()
                if every_gang or gang_could_move(room, members)})
 
