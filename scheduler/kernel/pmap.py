@@ -187,11 +187,10 @@ class PMap(Mapping):
             out.update(leaf)
         return out
 
-    def set(self, key: Any, value: Any, edit: Edit | None = None) -> PMap:
-        """A map with `key` set; in place where the edit batch (the one
-        given, else the one open, edit.current) made the nodes."""
-        if edit is None:
-            edit = current()
+    def set(self, key: Any, value: Any) -> PMap:
+        """A map with `key` set; in place where the edit batch open here
+        (edit.current) made the nodes."""
+        edit = current()
         if edit is None:
             root, added = _set(self._root, hash(key), 0, key, value, None)
             return PMap._make(root, self._len + added)
@@ -211,9 +210,8 @@ class PMap(Mapping):
         root, added = _set(self._root, h, 0, key, value, owned)
         return self._edited(root, self._len + added, edit)
 
-    def delete(self, key: Any, edit: Edit | None = None) -> PMap:
-        if edit is None:
-            edit = current()
+    def delete(self, key: Any) -> PMap:
+        edit = current()
         if key not in self:
             raise KeyError(key)
         root = _delete(self._root, hash(key), 0, key, edit and edit.owned) or _Leaf()

@@ -5,7 +5,7 @@ index cost a block copy per event instead of a copy of every entry.
 Keys live in sorted blocks of at most 2 × _BLOCK; `_maxes` holds each block's
 last key, so finding a key is two bisects. Two sequences with the same keys
 are equal whatever their block boundaries (incremental vs rebuilt). Under an
-Edit (edit.py: the one given, else the batch open) the blocks are lists
+edit batch (edit.py: the one open, `current()`) the blocks are lists
 changed in place.
 """
 
@@ -56,9 +56,8 @@ class SortedSeq:
         below it, else the last block (there is at least one)."""
         return min(bisect_left(self._maxes, key), len(self._blocks) - 1)
 
-    def add(self, key: Any, edit: Edit | None = None) -> SortedSeq:
-        if edit is None:
-            edit = current()
+    def add(self, key: Any) -> SortedSeq:
+        edit = current()
         if edit is not None:
             return self._writable(edit)._insert(key, edit)
         blocks = self._blocks
@@ -73,22 +72,20 @@ class SortedSeq:
         block = self._blocks[i]
         return i, (*block[:j], *block[j + 1:])
 
-    def remove(self, key: Any, edit: Edit | None = None) -> SortedSeq:
-        if edit is None:
-            edit = current()
+    def remove(self, key: Any) -> SortedSeq:
+        edit = current()
         if edit is not None:
             return self._writable(edit)._pop(key, edit)
         i, shrunk = self._shrunk(key)
         return self._splice(i, (shrunk,) if shrunk else (), self._len - 1, key, None)
 
-    def replace(self, old: Any | None, new: Any | None, edit: Edit | None = None) -> SortedSeq:
+    def replace(self, old: Any | None, new: Any | None) -> SortedSeq:
         """`old` removed and `new` added, either of them None for nothing.
         When `new` sorts into the block `old` leaves (a worker's free key
         moving a little), one block is copied instead of two."""
         if old == new:
             return self
-        if edit is None:
-            edit = current()
+        edit = current()
         if edit is not None:
             return self._writable(edit)._move(old, new, edit)
         if old is None:

@@ -31,10 +31,14 @@ def test_a_map_edited_in_place_equals_the_persistent_one(start, ops):
         if n == len(ops) // 2:  # a second batch, from what the first left
             first_batch, edit = (edited, dict(model)), Edit()
         if put:
-            persistent, edited = persistent.set(key, value), edited.set(key, value, edit)
+            with edit:
+                edited = edited.set(key, value)
+            persistent = persistent.set(key, value)
             model[key] = value
         elif key in model:
-            persistent, edited = persistent.delete(key), edited.delete(key, edit)
+            with edit:
+                edited = edited.delete(key)
+            persistent = persistent.delete(key)
             del model[key]
     assert dict(edited.items()) == dict(persistent.items()) == model
     assert len(edited) == len(model)
@@ -64,7 +68,8 @@ def test_a_sequence_edited_in_place_equals_a_sorted_list(start, changes, free_in
             new = None
         if old is None and new is None:
             continue
-        seq = seq.replace(old, new, edit)
+        with edit:
+            seq = seq.replace(old, new)
         model = sorted([k for k in model if k != old] + ([new] if new is not None else []))
     assert list(seq) == model and len(seq) == len(model)
     assert list(seq._maxes) == [block[-1] for block in seq._blocks] and all(seq._blocks)
