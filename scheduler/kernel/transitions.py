@@ -111,17 +111,20 @@ def _worker_changed(state: ClusterState, worker: Worker, old: Worker | None) -> 
                    loads=state.loads.set(worker.worker_id, load), free_index=index, worker_ids=ids)
 
 
-def _liveness(state: ClusterState, e: WorkerLiveness) -> ClusterState:
-    old = state.workers.get(e.worker_id)
+def _known_worker(state: ClusterState, worker_id: str) -> Worker:
+    old = state.workers.get(worker_id)
     if old is None:
-        raise EventError(f"unknown worker {e.worker_id!r}")
+        raise EventError(f"unknown worker {worker_id!r}")
+    return old
+
+
+def _liveness(state: ClusterState, e: WorkerLiveness) -> ClusterState:
+    old = _known_worker(state, e.worker_id)
     return _worker_changed(state, replace(old, live=e.live), old)
 
 
 def _cordoned(state: ClusterState, e: WorkerCordoned) -> ClusterState:
-    old = state.workers.get(e.worker_id)
-    if old is None:
-        raise EventError(f"unknown worker {e.worker_id!r}")
+    old = _known_worker(state, e.worker_id)
     return _worker_changed(state, replace(old, cordoned=e.cordoned), old)
 
 
