@@ -1,6 +1,6 @@
 """The entitlement hot paths (positions, one pass over the children, the
 largest-remainder share computed for one child) against the plain
-definition in scheduler/kernel/reference.py: map lookups per node and
+definition in tests/kernel/reference.py: map lookups per node and
 protos.energy `split` over every borrowing child. Random trees, random
 usage, every tenant and dimension."""
 
@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from strategies import trees
 
-from scheduler.kernel import reference
+import reference  # tests/kernel/reference.py
 from scheduler.kernel.entitlement import DEVICES, ENERGY, own_pass, within_allowance, within_guarantees
 from scheduler.kernel.rollup import rollup
 from scheduler.kernel.tree import load_tree

@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.kernel import reference
+import reference  # tests/kernel/reference.py
 from scheduler.kernel.placement import pick_devices, reasoner
 from scheduler.kernel.reasons import Placement, Reason
 from scheduler.kernel.snapshot import ClaimSpec, Device, Resources, Worker, WorkerLoad

@@ -1,5 +1,5 @@
 """The fast kernel against the plain reference of RULES §3-§6
-(scheduler/kernel/reference.py), on random clusters driven by random
+(tests/kernel/reference.py), on random clusters driven by random
 operations: every decision, reason, placement and victim set of a full
 re-judge; `evaluate` with and without recording; `place()` against the
 linear best-fit scan (device picks: test_placement.py); the preemption
@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from itertools import combinations
 
+import reference  # tests/kernel/reference.py
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import (base, contended_operations, contended_trees, drive, lent_operations, lent_trees,
                         operations, trees, undecided)
 
-from scheduler.kernel import Placement, Reason, Resources, evaluate, reference, schedule
+from scheduler.kernel import Placement, Reason, Resources, evaluate, schedule
 from scheduler.kernel.placement import place
 from scheduler.kernel.preemption import ordered
 from scheduler.kernel.snapshot import ClaimSpec

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from strategies import trees
 
-from scheduler.kernel import reference
+import reference  # tests/kernel/reference.py
 from scheduler.kernel.edit import Edit
 from scheduler.kernel.rollup import bump, rollup
 from scheduler.kernel.snapshot import Usage

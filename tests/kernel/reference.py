@@ -1,6 +1,6 @@
 """RULES §3-§6 written as plainly as they can be: the reference the fast
-kernel is tested against (tests/kernel/test_reference.py), never used by the
-service.
+kernel is tested against (tests/kernel/test_reference.py), kept beside the
+tests: the service never imports it.
 
 No speed tricks. Usage is summed from the claims on every call; workers are
 scanned in a line; victims are sorted by a key read off the rulebook. It
@@ -24,13 +24,13 @@ from typing import NamedTuple
 
 from protos.energy import MDEV_PER_DEVICE, Grade, split
 
-from .admission import hold_for, settle
-from .fit import Fit  # the record, not the rule: the figures a check reports
-from .events import ClaimAdmitted, ClaimRefused, Event, Preempted
-from .reasons import ClaimState, Placement, Reason
-from .snapshot import Claim, ClaimSpec, ClusterState, DeviceShare, Worker
-from .transitions import apply
-from .tree import DEVICES, ENERGY, TenantTree  # the dimensions' names, as the kernel's
+from scheduler.kernel.admission import hold_for, settle
+from scheduler.kernel.fit import Fit  # the record, not the rule: the figures a check reports
+from scheduler.kernel.events import ClaimAdmitted, ClaimRefused, Event, Preempted
+from scheduler.kernel.reasons import ClaimState, Placement, Reason
+from scheduler.kernel.snapshot import Claim, ClaimSpec, ClusterState, DeviceShare, Worker
+from scheduler.kernel.transitions import apply
+from scheduler.kernel.tree import DEVICES, ENERGY, TenantTree  # the dimensions' names, as the kernel's
 
 
 # -- §3 usage -------------------------------------------------------------------
