@@ -194,10 +194,10 @@ class Spool:
         `cut`, a batch never holds windows on both sides of seq `cut` (the
         windows before a refused one go on their own, stream.py)."""
         with self._cond:
-            rows = [] if self._closed else self._offerable(max(after, self.acked), limit)
+            rows = self._offerable(after, limit)
             if not rows and not self._closed:
                 self._cond.wait(timeout_s)
-                rows = [] if self._closed else self._offerable(max(after, self.acked), limit)
+                rows = self._offerable(after, limit)
             if cut is not None and rows and rows[0][0] < cut:
                 rows = [row for row in rows if row[0] < cut]
             if rows:
@@ -206,6 +206,9 @@ class Spool:
             return [agent_pb2.Window.FromString(body) for _, body in rows]
 
     def _offerable(self, after: int, limit: int) -> list[tuple[int, bytes]]:
+        if self._closed:   # its database is closed: nothing more is offered
+            return []
+        after = max(after, self.acked)
         unanswered = self._db.execute("SELECT COUNT(*) FROM windows WHERE seq > ? AND seq <= ?",
                                       (self.acked, self._session_top)).fetchone()[0]
         room = min(limit, self._in_flight - unanswered)
