@@ -103,7 +103,7 @@ def _submit(args: Any) -> int:
             raise CtlError("INVALID_ARGUMENT", "give a CLAIM_ID or --file, not both")
         if not args.dry_run:
             return submit_file(args, args.file)
-        requests = _read_claims(sys.stdin if args.file == "-" else _open(args.file))
+        requests = _claims_in(args.file)
     elif args.claim_id is None or args.tenant is None:
         raise CtlError("INVALID_ARGUMENT", "submit needs a CLAIM_ID and --tenant (or --file)")
     else:
@@ -118,7 +118,7 @@ def submit_file(args: Any, path: str) -> int:
     """Every claim in a JSON Lines file, SUBMIT_MANY_MAX per SubmitMany call,
     all read and checked before the first is sent. Exit 1 if any was refused
     (each refusal also on stderr, with its line)."""
-    requests = _read_claims(sys.stdin if path == "-" else _open(path))
+    requests = _claims_in(path)
     stub, results = _stub(args), []
     for at in range(0, len(requests), SUBMIT_MANY_MAX):
         batch = requests[at:at + SUBMIT_MANY_MAX]
@@ -129,6 +129,11 @@ def submit_file(args: Any, path: str) -> int:
     for line, message in refused:
         print(f"poolctl: line {line}: {message}", file=sys.stderr)
     return EXIT_FAILED if refused else 0
+
+
+def _claims_in(path: str) -> list[claims_pb2.SubmitRequest]:
+    """The SubmitRequests of --file `path` (- for stdin)."""
+    return _read_claims(sys.stdin if path == "-" else _open(path))
 
 
 def _open(path: str) -> TextIO:
