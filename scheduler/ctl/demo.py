@@ -34,8 +34,8 @@ from protos.pool.v1 import claims_pb2, claims_pb2_grpc, ops_pb2, ops_pb2_grpc, t
 from scheduler.ctl import certs
 from scheduler.ctl.claims import render_claims
 from scheduler.ctl import plots
-from scheduler.ctl.ops import (label_unallocated, render_explain, render_preemption, render_reclamation,
-                               render_split_totals, render_tenants)
+from scheduler.ctl.ops import (render_explain, render_preemption, render_reclamation, render_split_totals,
+                               render_tenants, splits_doc)
 from scheduler.ctl.output import CtlError, add_output_flag, output, table
 from scheduler.ctl.wire import as_ctl_error, grade_label, pages, to_doc
 from scheduler.ledger import export, keys, witness
@@ -397,9 +397,7 @@ key = "{self.pki / f'{AGENT_HOST}.key'}"
             self.say(f"No idle threshold is known for {', '.join(self.gpus)}: nothing is reclaimed (RULES §8).")
 
     def splits(self) -> None:
-        answers = list(pages(self.ops.Splits, ops_pb2.SplitsRequest()))
-        splits = label_unallocated({"totals": to_doc(answers[0])["totals"],
-                                    "rows": [r for a in answers for r in to_doc(a)["rows"]]})
+        splits = splits_doc(self.ops, ops_pb2.SplitsRequest())
         totals = {t["tenant"]: {"uj": t["uj"], "grade": t["grade"]} for t in splits["totals"]}
         self.show("Per-tenant joule splits (every window of the device fully accounted)",
                   render_split_totals(splits["totals"]))

@@ -174,16 +174,22 @@ def _ok(check: dict) -> str:
 
 def _splits(args: Any) -> int:
     request = ops_pb2.SplitsRequest(tenant=args.tenant, since_ns=args.since, device_id=args.device)
-    answers = [to_doc(a) for a in pages(ops_pb2_grpc.OperationsStub(channel(args)).Splits, request)]
-    first = answers[0]   # the totals, over every page, come with the first
-    doc = label_unallocated({"rows": [r for a in answers for r in a["rows"]], "totals": first["totals"],
-                             "devices": first["devices"], "gaps": [g for a in answers for g in a["gaps"]]})
+    doc = splits_doc(ops_pb2_grpc.OperationsStub(channel(args)), request)
     if args.plot:
         plots.splits(doc, args.plot)
     emit(args, doc, render_splits)
     if args.plot and output(args) != "json":
         print(f"plot written to {args.plot}")
     return 0
+
+
+def splits_doc(stub: ops_pb2_grpc.OperationsStub, request: ops_pb2.SplitsRequest) -> dict:
+    """Every page of a Splits call as one document: rows and gaps from every
+    page, totals and devices (over every page) from the first; labelled."""
+    answers = [to_doc(a) for a in pages(stub.Splits, request)]
+    first = answers[0]
+    return label_unallocated({"rows": [r for a in answers for r in a["rows"]], "totals": first["totals"],
+                              "devices": first["devices"], "gaps": [g for a in answers for g in a["gaps"]]})
 
 
 def label_unallocated(doc: dict) -> dict:
