@@ -207,7 +207,7 @@ def unaccounted_s(ns: int) -> str:
 
 def render_split_totals(totals: list[dict]) -> str:
     return table(("tenant", "energy", "grade", "unaccounted"),
-                 [(t["tenant"] or UNALLOCATED, format_uj(t["uj"]), grade_label(t["grade"]),
+                 [(t["tenant"], format_uj(t["uj"]), grade_label(t["grade"]),
                    unaccounted_s(t["unaccounted_ns"])) for t in totals])
 
 
