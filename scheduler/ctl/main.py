@@ -35,8 +35,7 @@ def hoist_output(argv: list[str]) -> list[str]:
     rest, flags, i = [], [], 0
     while i < len(argv):
         word = argv[i]
-        if word == "--":
-            rest += argv[i:]
+        if word == "--":   # what follows is the verb's, -o or not: the flags go before it
             break
         if word in ("-o", "--output") and i + 1 < len(argv):
             flags += argv[i:i + 2]
@@ -47,10 +46,7 @@ def hoist_output(argv: list[str]) -> list[str]:
         else:
             rest.append(word)
         i += 1
-    if "--" in rest:
-        at = rest.index("--")
-        return rest[:at] + flags + rest[at:]
-    return rest + flags
+    return rest + flags + argv[i:]
 
 
 def main(argv: list[str] | None = None) -> None:
