@@ -103,13 +103,16 @@ def test_the_windows_before_go_first_then_the_refused_one_becomes_a_gap_and_the_
 def test_a_refused_gap_stays_in_the_spool_and_is_sent_again_without_end(tmp_path, caplog):
     caplog.set_level(logging.WARNING)
     receiver = Refusing(gaps=True)
-    spool, metrics = streamed(tmp_path, receiver, "refusals past the limit", lambda _: receiver.refusals >= 6)
+    # the server counts a refusal before the agent has read it: wait for the agent's log of it too
+    logged = lambda: [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]  # noqa: E731
+    spool, metrics = streamed(tmp_path, receiver, "refusals past the limit, logged",
+                              lambda _: receiver.refusals >= 6 and len(logged()) >= 4)
     assert receiver.acked == BAD - 1                       # the windows before it counted
     left = spool.unacknowledged()
     assert [w.seq for w in left] == list(range(BAD, 11))   # nothing dropped: the gap and all after it
     assert left[0].gap_reason == GapReason.Refused and all(w.HasField("uj") for w in left[1:])
     assert metrics.registry.get_sample_value("pool_agent_windows_refused_total", {"device": "GPU-1"}) == 1
-    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    errors = logged()
     assert "GAP_REFUSED" in errors[0] and len(errors) >= 4   # each refusal of the gap is logged
     assert all("stays in the spool and is sent again" in e for e in errors[1:])
 
