@@ -55,8 +55,11 @@ def device_view(s, device: str):
 
 
 def metric(text: str, name: str) -> float:
-    """The sum of a metric's samples in a /metrics text."""
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name))
+    """The sum of a metric's samples in a /metrics text; it must have one (a
+    renamed metric would otherwise read as 0 and pass every `== 0` here)."""
+    samples = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith((name + " ", name + "{"))]
+    assert samples, f"no sample of {name} in /metrics"
+    return sum(samples)
 
 
 def scrape(address: str) -> str:
