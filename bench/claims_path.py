@@ -20,16 +20,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from functools import reduce
 from pathlib import Path
 
-from instructions import checkout   # bench/instructions.py: a git revision's tree, unpacked
+from instructions import checkout, per_unit   # bench/instructions.py: a revision's tree; a callgrind count
 
 ROOT = Path(__file__).resolve().parent.parent
 TENANTS = [f"team{i}" for i in range(4)]
@@ -112,11 +110,7 @@ def count(name: str, calls: int) -> None:
 
 def per_admission(tree: Path, name: str, calls: int) -> float:
     env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONHASHSEED": "0"}
-    run = subprocess.run(["valgrind", "--tool=callgrind", "--collect-atstart=no", "--toggle-collect=functools_reduce",
-                          "--callgrind-out-file=/dev/null", sys.executable, __file__, "--count", name, str(calls)],
-                         env=env, capture_output=True, text=True, check=True)
-    collected = int(re.search(r"Collected : (\d+)", run.stderr).group(1))
-    return collected / int(run.stdout.split()[-1])
+    return per_unit([__file__, "--count", name, str(calls)], env)
 
 
 def main() -> None:

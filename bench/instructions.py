@@ -71,9 +71,15 @@ def per_decision(tree: Path, peer: bool, scratch: str) -> float:
     state = os.path.join(scratch, f"state-{tree.name}.pickle")
     if not os.path.exists(state):
         subprocess.run([sys.executable, __file__, "--dump", state], env=env, check=True)
+    return per_unit([__file__, "--count", state] + (["--peer"] if peer else []), env)
+
+
+def per_unit(script: list[str], env: dict[str, str]) -> float:
+    """Run `script` under callgrind, counting only inside functools.reduce:
+    the instructions collected, per unit (the last number the script prints)."""
     run = subprocess.run(["valgrind", "--tool=callgrind", "--collect-atstart=no", "--toggle-collect=functools_reduce",
-                          "--callgrind-out-file=/dev/null", sys.executable, __file__, "--count", state]
-                         + (["--peer"] if peer else []), env=env, capture_output=True, text=True, check=True)
+                          "--callgrind-out-file=/dev/null", sys.executable, *script],
+                         env=env, capture_output=True, text=True, check=True)
     collected = int(re.search(r"Collected : (\d+)", run.stderr).group(1))
     return collected / int(run.stdout.split()[-1])
 
