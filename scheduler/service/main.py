@@ -51,6 +51,9 @@ RECONNECT_GRACE_S = 30   # a host with no stream for this long (since start-up, 
 GC_THRESHOLD = 50_000   # allocations between young-generation collections (default 700)
 PROBE_EVERY_S = 1.0     # while the ledger's disk is full, how often a test write is tried
 STEPPED_DOWN = 3        # exit status of a leader that lost the shared ledger (restarted, it stands by)
+# how long a leader that lost the ledger keeps answering before its server stops: calls that race
+# the step-down get LEDGER_UNAVAILABLE (retryable: clients fail over), not a shutdown's CANCELLED
+STEP_DOWN_ANSWERING_S = 1.0
 
 
 def tune_collector() -> None:
@@ -302,9 +305,12 @@ class Scheduler:
         if absent:
             await self.engine.decide([WorkerLiveness(w, False) for w in sorted(absent)], time.time_ns())
 
-    async def stop(self) -> None:
+    async def stop(self, answering_s: float = 0.0) -> None:
+        """NOT_SERVING, then (for `answering_s`) the server still answers, then
+        it stops, giving calls in progress 2 s."""
         daemon.stopping()
         await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
+        await asyncio.sleep(answering_s)
         await self.server.stop(grace=2)
         if self.engine.writer is not None:
             await self.engine.writer.close()
@@ -348,7 +354,7 @@ async def serve(config: SchedulerConfig, path: Path, accept_ledger_loss: bool = 
     if scheduler.leadership is not None and scheduler.engine.failed is not None:
         log.error("no longer the leader of the ledger (%s): stepping down without writing",
                   scheduler.engine.failed)
-        await scheduler.stop()
+        await scheduler.stop(answering_s=STEP_DOWN_ANSWERING_S)   # every call is refused: engine.failed
         return STEPPED_DOWN
     await scheduler.stop()
     return 0 if scheduler.engine.failed is None else exit_status(scheduler.engine.failed)
