@@ -23,6 +23,7 @@ from scheduler.service.committed import Committed
 from scheduler.service.engine import Change, Engine
 from scheduler.service.errors import Refused, abort, checked, guarded, not_ready
 from scheduler.service.limits import OpenClaims, RateLimiter
+from scheduler.service.listing import Listing
 from scheduler.service.principal import caller
 
 WATCH_QUEUE = 10_000   # events a slow watcher may fall behind before it is cut off
@@ -48,6 +49,7 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
         self._watchers: dict[asyncio.Queue, Callable[[Claim], bool]] = {}
         self._rates = RateLimiter(limits.submits_per_s, limits.submit_burst)
         self.open = OpenClaims(limits.max_open_claims_per_tenant)   # counted from the state when serving starts
+        self._listing = Listing()   # what List's pages share, per committed state (listing.py)
         engine.listen(self._publish)
         engine.listen(lambda change: self.open.changed(self.engine.state, change.claims))
 
@@ -196,16 +198,14 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
         matching = list(islice(self._matching(committed, subtree(committed.state, request.tenant), states,
                                               request.page_token), size + 1))
         more = len(matching) > size
-        return claims_pb2.ListClaimsResponse(claims=[self.status(c.claim_id, committed) for c in matching[:size]],
+        return claims_pb2.ListClaimsResponse(claims=self._listing.statuses(committed, matching[:size]),
                                              next_page_token=matching[size - 1].claim_id if more else "")
 
-    @staticmethod
-    def _matching(committed: Committed, tenants: frozenset[str] | None, states: frozenset[ClaimState],
+    def _matching(self, committed: Committed, tenants: frozenset[str] | None, states: frozenset[ClaimState],
                   after: str = "") -> Iterator[Claim]:
         """Matching claims in id order, those after `after` (a page token: the last id sent)."""
-        claims = committed.state.claims
-        return (claims[c] for c in sorted(claims) if c > after
-                and (tenants is None or claims[c].tenant in tenants) and (not states or claims[c].state in states))
+        return (claim for claim in self._listing.after(committed, after)
+                if (tenants is None or claim.tenant in tenants) and (not states or claim.state in states))
 
     async def Watch(self, request, context):
         try:
