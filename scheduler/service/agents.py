@@ -34,7 +34,7 @@ from scheduler.service.config import SchedulerConfig
 from scheduler.service.engine import Change, Engine, LedgerFailed
 from scheduler.ledger.receipts import ReceiptTooLarge
 from scheduler.service.errors import Refused, abort, guarded, not_ready, too_large
-from scheduler.service.limits import RateLimiter
+from scheduler.service.limits import Admission, RateLimiter
 from scheduler.service.metrics import SchedulerMetrics
 from scheduler.service.observed import CPU_PREFIX, occupants
 from scheduler.service.principal import caller
@@ -116,6 +116,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         self.started = time.monotonic()
         self._dirty: set[str] = set()   # hosts whose occupancy changed since the last push
         self._rates = RateLimiter(self.limits.windows_per_s, self.limits.window_burst)
+        self.admission = Admission({})   # the scheduler's (main.py): receipts per principal per hour
         engine.listen(self._push_occupancy)
 
     def live(self, host: str) -> bool:
@@ -188,7 +189,8 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         `_acknowledge` answers them, and a refusal, in arrival order."""
         pending: asyncio.Queue = asyncio.Queue(IN_FLIGHT)
         acknowledging = asyncio.create_task(self._acknowledge(pending, outbox))
-        principal = caller().name
+        who = caller()
+        principal = who.name
         try:
             end: object = True
             try:
@@ -201,6 +203,9 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                                                    f"{self.limits.max_windows_per_batch} allowed (limits.max_windows_per_batch)")
                     await outbox.reserve(size)
                     while (wait := self._rates.wait_s(principal, size, time.monotonic())) > 0:
+                        await asyncio.sleep(wait)
+                    # past its receipts per hour, the stream is paused as past its rate: never refused
+                    while (wait := self.admission.receipts_wait_s(who, time.monotonic())) > 0:
                         await asyncio.sleep(wait)
                     await pending.put(await self._count(host, message.batch))
             except Refused as error:

@@ -10,6 +10,9 @@ A call is answered in this order (docs/OPERATIONS.md, "Security"):
    In `[server] insecure = true` mode every caller is `INSECURE`, an operator
    that may call every RPC (agents included: development has no identities);
 2. the caller's role is in the RPC's row (`ROLE_NOT_ALLOWED`: PERMISSION_DENIED);
+   and the call fits the caller's budget and its role's pool (limits.Admission:
+   `PRINCIPAL_LIMIT`, `SERVICE_BUSY`: RESOURCE_EXHAUSTED), and, for a row that
+   `writes`, the caller's receipts per hour;
 3. the row's scope, for the role it binds, checks the request — for a
    client-streaming RPC, its first message — and may narrow it: a tenant reads
    its own subtrees when it names none (`OUT_OF_SCOPE`: PERMISSION_DENIED);
@@ -21,14 +24,15 @@ NOT_READY anyway, so a scope is skipped then (never a reason to let a call
 change anything: nothing is served before replay).
 
 ADDING AN RPC: add one row to TABLE, e.g.
-    "/pool.v1.Claims/SubmitMany": rule(ACTORS, each_spec("claims")),
-    "/pool.v1.Operations/Cordon": rule("operator"),
+    "/pool.v1.Claims/SubmitMany": rule(ACTORS, each_spec("claims"), writes=True),
+    "/pool.v1.Operations/Cordon": rule("operator", writes=True),
 An RPC without a row is refused for everyone (ROLE_NOT_ALLOWED), and
 tests/e2e/test_authz.py fails until the row exists.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, NamedTuple
 
@@ -37,7 +41,9 @@ from google.protobuf.message import Message
 
 from protos.pool.v1 import ops_pb2
 from scheduler.kernel import ClusterState
+from scheduler.service.config import HEALTH_BUDGET
 from scheduler.service.errors import Refused
+from scheduler.service.limits import Admission
 from scheduler.service.principal import INSECURE, Principal, set_caller
 
 ANYONE = "*"   # a row for any caller the TLS layer let in (health probes), principal or not
@@ -56,10 +62,11 @@ class Rule(NamedTuple):
     roles: frozenset[str]
     scope: Scope | None = None
     reply: Scope | None = None   # narrows the answer (its `narrow` gets the response)
+    writes: bool = False         # may cause receipts: refused while the caller's receipt budget is spent
 
 
-def rule(roles: str, scope: Scope | None = None, reply: Scope | None = None) -> Rule:
-    return Rule(frozenset(roles.split()), scope, reply)
+def rule(roles: str, scope: Scope | None = None, reply: Scope | None = None, writes: bool = False) -> Rule:
+    return Rule(frozenset(roles.split()), scope, reply, writes)
 
 
 # -- scopes --------------------------------------------------------------------
@@ -162,10 +169,10 @@ AUDIT = "operator auditor"             # cluster-wide views
 LEDGER = "operator auditor witness"    # a witness reads what it signs
 
 TABLE: Mapping[str, Rule] = {
-    "/pool.v1.Claims/Submit": rule(ACTORS, tenant_field("tenant")),
-    "/pool.v1.Claims/SubmitMany": rule(ACTORS, each_spec("claims")),
-    "/pool.v1.Claims/Progress": rule(ACTORS, claim_field("claim_id")),
-    "/pool.v1.Claims/Release": rule(ACTORS, claim_field("claim_id")),
+    "/pool.v1.Claims/Submit": rule(ACTORS, tenant_field("tenant"), writes=True),
+    "/pool.v1.Claims/SubmitMany": rule(ACTORS, each_spec("claims"), writes=True),
+    "/pool.v1.Claims/Progress": rule(ACTORS, claim_field("claim_id"), writes=True),
+    "/pool.v1.Claims/Release": rule(ACTORS, claim_field("claim_id"), writes=True),
     "/pool.v1.Claims/Get": rule(READERS, claim_field("claim_id")),
     "/pool.v1.Claims/List": rule(READERS, tenant_filter("tenant")),
     "/pool.v1.Claims/Watch": rule(READERS, WATCH_TARGET),
@@ -176,13 +183,13 @@ TABLE: Mapping[str, Rule] = {
     "/pool.v1.Operations/Splits": rule(READERS, tenant_filter("tenant")),
     "/pool.v1.Operations/PreemptionOrder": rule(AUDIT),
     "/pool.v1.Operations/ReclamationOrder": rule(AUDIT),
-    "/pool.v1.Operations/Reclaim": rule("operator"),
+    "/pool.v1.Operations/Reclaim": rule("operator", writes=True),
     "/pool.v1.Operations/Estimate": rule(READERS),
     "/pool.v1.Operations/LedgerHead": rule(LEDGER),
     "/pool.v1.Operations/LedgerExport": rule(LEDGER),
-    "/pool.v1.Operations/RecordWitness": rule("witness"),
-    "/pool.v1.Operations/Cordon": rule("operator"),
-    "/pool.v1.AgentService/Register": rule("agent", host_field("host_id")),
+    "/pool.v1.Operations/RecordWitness": rule("witness", writes=True),
+    "/pool.v1.Operations/Cordon": rule("operator", writes=True),
+    "/pool.v1.AgentService/Register": rule("agent", host_field("host_id"), writes=True),
     "/pool.v1.AgentService/Stream": rule("agent", HELLO_HOST),
     "/grpc.health.v1.Health/Check": rule(ANYONE),
     "/grpc.health.v1.Health/Watch": rule(ANYONE),
@@ -197,18 +204,24 @@ class Authorizer(grpc.aio.ServerInterceptor):
     """Puts every call through TABLE. `principals` is replaced whole on reload."""
 
     def __init__(self, principals: Mapping[str, Principal], *, insecure: bool,
-                 state: Callable[[], ClusterState | None], on_refused: Callable[[str], None]) -> None:
+                 state: Callable[[], ClusterState | None], on_refused: Callable[[str], None],
+                 admission: Admission | None = None) -> None:
         self.principals, self.insecure = principals, insecure
         self._state, self._on_refused = state, on_refused
+        self.admission = admission if admission is not None else Admission({})
+
+    @staticmethod
+    def common_name(context: grpc.aio.ServicerContext) -> str | None:
+        names = (context.auth_context() or {}).get("x509_common_name") or ()
+        return names[0].decode(errors="replace") if names else None
 
     def authenticate(self, context: grpc.aio.ServicerContext) -> Principal:
         if self.insecure:
             return INSECURE
-        names = (context.auth_context() or {}).get("x509_common_name") or ()
-        if not names:
+        name = self.common_name(context)
+        if name is None:
             raise Refused("NO_CLIENT_CERTIFICATE", "this scheduler identifies callers by their client "
                                                    "certificate; the call came without one")
-        name = names[0].decode(errors="replace")
         principal = self.principals.get(name)
         if principal is None:
             raise Refused("UNKNOWN_PRINCIPAL", f"{name!r} is not a declared principal ([principals.{name}])")
@@ -225,6 +238,28 @@ class Authorizer(grpc.aio.ServerInterceptor):
                                               f"{method} is for: {allowed}")
         return principal
 
+    def enter(self, principal: Principal | None, rule: Rule, context: grpc.aio.ServicerContext,
+              streaming: bool) -> tuple[str, str, bool]:
+        """Step 2's budgets: count the call in; what `leave` takes to count it out.
+        A health call counts against its certificate's CN (declared or not), in
+        the health pool."""
+        if principal is None:
+            key, role, budget = f"health:{self.common_name(context) or ''}", "health", HEALTH_BUDGET
+        else:
+            key, role, budget = principal.name, principal.role, principal.budget
+        self.admission.enter(key, role, budget, streaming)
+        ticket = (key, role, streaming)
+        if principal is not None and rule.writes:
+            try:
+                self.admission.check_receipts(principal, time.monotonic())
+            except Refused:
+                self.leave(ticket)
+                raise
+        return ticket
+
+    def leave(self, ticket: tuple[str, str, bool]) -> None:
+        self.admission.leave(*ticket)
+
     def narrow(self, scope: Scope | None, principal: Principal | None, message: Any) -> Any:
         """Step 3 (and the reply of step 4)."""
         state = self._state()
@@ -234,6 +269,8 @@ class Authorizer(grpc.aio.ServerInterceptor):
 
     async def refuse(self, context: grpc.aio.ServicerContext, error: Refused) -> None:
         self._on_refused(error.code)
+        if error.metadata:
+            context.set_trailing_metadata(error.metadata)
         await context.abort(error.status, str(error))
 
     async def intercept_service(self, continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Any]],
@@ -246,49 +283,73 @@ class Authorizer(grpc.aio.ServerInterceptor):
 
 
 async def _admit(door: Authorizer, method: str, rule: Rule, context: grpc.aio.ServicerContext,
-                 read: Callable[[], Awaitable[Any]]) -> tuple[Principal | None, Any]:
+                 read: Callable[[], Awaitable[Any]], streaming: bool = False
+                 ) -> tuple[Principal | None, Any, tuple[str, str, bool]]:
     """Steps 1 to 3 for one call, then the caller set for the rest of it (each
     call runs in a task of its own, so the setting ends with the call); or the
     call ends here, refused. `read` gives the message the scope judges: the
-    request, or a stream's first message (read only once the caller is known)."""
+    request, or a stream's first message (read only once the caller is known).
+    The ticket returned is counted in (door.enter): the caller leaves it."""
     try:
         principal = door.authorize(method, rule, context)
-        message = door.narrow(rule.scope, principal, await read())
+        ticket = door.enter(principal, rule, context, streaming)
     except Refused as error:
         await door.refuse(context, error)
+    try:
+        message = door.narrow(rule.scope, principal, await read())
+    except Refused as error:
+        door.leave(ticket)
+        await door.refuse(context, error)
+    except BaseException:
+        door.leave(ticket)
+        raise
     if principal is not None:
         set_caller(principal)
-    return principal, message
+    return principal, message, ticket
 
 
 def _unary_unary(door: Authorizer, method: str, rule: Rule, handler: Any) -> Any:
     async def call(request: Message, context: grpc.aio.ServicerContext) -> Any:
-        principal, request = await _admit(door, method, rule, context, _given(request))
-        response = await handler.unary_unary(request, context)
+        principal, request, ticket = await _admit(door, method, rule, context, _given(request))
+        try:
+            response = await handler.unary_unary(request, context)
+        finally:
+            door.leave(ticket)
         return door.narrow(rule.reply, principal, response)
     return grpc.unary_unary_rpc_method_handler(call, handler.request_deserializer, handler.response_serializer)
 
 
 def _unary_stream(door: Authorizer, method: str, rule: Rule, handler: Any) -> Any:
     async def call(request: Message, context: grpc.aio.ServicerContext) -> Any:
-        _, request = await _admit(door, method, rule, context, _given(request))
-        async for response in handler.unary_stream(request, context):
-            yield response
+        _, request, ticket = await _admit(door, method, rule, context, _given(request), streaming=True)
+        try:
+            async for response in handler.unary_stream(request, context):
+                yield response
+        finally:
+            door.leave(ticket)
     return grpc.unary_stream_rpc_method_handler(call, handler.request_deserializer, handler.response_serializer)
 
 
 def _stream_stream(door: Authorizer, method: str, rule: Rule, handler: Any) -> Any:
     async def call(requests: Any, context: grpc.aio.ServicerContext) -> Any:
-        _, first = await _admit(door, method, rule, context, lambda: anext(aiter(requests), None))
-        async for response in handler.stream_stream(_resumed(first, requests), context):
-            yield response
+        _, first, ticket = await _admit(door, method, rule, context, lambda: anext(aiter(requests), None),
+                                        streaming=True)
+        try:
+            async for response in handler.stream_stream(_resumed(first, requests), context):
+                yield response
+        finally:
+            door.leave(ticket)
     return grpc.stream_stream_rpc_method_handler(call, handler.request_deserializer, handler.response_serializer)
 
 
 def _stream_unary(door: Authorizer, method: str, rule: Rule, handler: Any) -> Any:
     async def call(requests: Any, context: grpc.aio.ServicerContext) -> Any:
-        _, first = await _admit(door, method, rule, context, lambda: anext(aiter(requests), None))
-        return await handler.stream_unary(_resumed(first, requests), context)
+        _, first, ticket = await _admit(door, method, rule, context, lambda: anext(aiter(requests), None),
+                                        streaming=True)
+        try:
+            return await handler.stream_unary(_resumed(first, requests), context)
+        finally:
+            door.leave(ticket)
     return grpc.stream_unary_rpc_method_handler(call, handler.request_deserializer, handler.response_serializer)
 
 

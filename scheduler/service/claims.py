@@ -22,7 +22,7 @@ from scheduler.service.config import Limits
 from scheduler.service.committed import Committed
 from scheduler.service.engine import Change, Engine
 from scheduler.service.errors import Refused, abort, checked, guarded, not_ready
-from scheduler.service.limits import OpenClaims, RateLimiter
+from scheduler.service.limits import OpenClaims, RateLimiter, limit_refusal
 from scheduler.service.listing import Listing
 from scheduler.service.principal import caller
 
@@ -130,11 +130,13 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
         if self.open.full(tenant):
             raise Refused("TOO_MANY_OPEN_CLAIMS", f"tenant {tenant!r} has {self.open.count(tenant)} open claims, "
                                                   f"the most allowed (limits.max_open_claims_per_tenant)")
-        principal = caller().name
-        wait = self._rates.wait_s(principal, 1, time.monotonic())
+        principal = caller()
+        rate = self.limits.submits_per_s if principal.submits_per_s is None else principal.submits_per_s
+        wait = self._rates.wait_s(principal.name, 1, time.monotonic(), rate)
         if wait:
-            raise Refused("RATE_LIMITED", f"{principal!r} is over {self.limits.submits_per_s} submissions a second "
-                                          f"(limits.submits_per_s); retry in {wait:.2f} s")
+            raise limit_refusal("RATE_LIMITED", f"{principal.name!r} is over {rate} submissions a second "
+                                                f"(limits.submits_per_s, or its own submits_per_s); "
+                                                f"retry in {wait:.2f} s", wait)
 
     @guarded
     async def Plan(self, request, context):

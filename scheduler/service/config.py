@@ -21,7 +21,7 @@ from protos.settings import ConfigError, natural, positive
 from scheduler.kernel import ConfigApplied, IdlePolicy, Tenant, TreeError, WorkClass, load_tree
 from scheduler.ledger import dcbor
 from scheduler.ledger.keys import KeyFileError, PublicKey, public_key_from
-from scheduler.service.principal import INSECURE, ROLES, SCHEDULER, Principal
+from scheduler.service.principal import INSECURE, ROLES, SCHEDULER, Budget, Principal
 
 RESERVED_PRINCIPALS = (SCHEDULER.name, INSECURE.name)
 
@@ -47,12 +47,30 @@ class Server:
     insecure: bool = False             # development only: plaintext, loopback only, every caller an operator
 
 
+# The budget of each role, unless [principals.NAME] says otherwise. Agents stream on one
+# stream per host; tenants and auditors read and watch; an operator may need many calls at once.
+ROLE_BUDGETS = MappingProxyType({
+    "tenant": Budget(calls=64, streams=16, receipts_per_hour=360_000),
+    "auditor": Budget(calls=64, streams=16, receipts_per_hour=0),
+    "witness": Budget(calls=16, streams=4, receipts_per_hour=3_600),
+    "agent": Budget(calls=16, streams=4, receipts_per_hour=36_000),
+    "operator": Budget(calls=1_024, streams=256, receipts_per_hour=0),
+})
+# a caller of health, per certificate CN (declared or not: health answers anyone the TLS layer admits)
+HEALTH_BUDGET = Budget(calls=16, streams=4, receipts_per_hour=0)
+
+
 @dataclass(frozen=True)
 class PrincipalEntry:
-    """[principals.NAME]: NAME is a certificate's subject CN."""
+    """[principals.NAME]: NAME is a certificate's subject CN. A budget key left
+    out is its role's (ROLE_BUDGETS; submits_per_s: limits.submits_per_s)."""
 
     role: str
     tenants: tuple[str, ...] = ()     # for a tenant: the subtrees it may act in and read
+    calls: int | None = None
+    streams: int | None = None
+    receipts_per_hour: int | None = None
+    submits_per_s: int | None = None
 
 
 @dataclass(frozen=True)
@@ -90,7 +108,12 @@ class Limits:
 
     # the gRPC server
     max_message_bytes: int = 4 << 20       # one request or answer
-    max_concurrent_rpcs: int = 10_000      # calls in progress, streams included; beyond: RESOURCE_EXHAUSTED
+    # calls in progress, streams included, of tenants, auditors and witnesses together; agents,
+    # operators and health have pools of their own beside it that those roles cannot take
+    max_concurrent_rpcs: int = 10_000
+    agent_rpcs: int = 4_096                # calls in progress of every agent together
+    operator_rpcs: int = 2_048             # of every operator together
+    health_rpcs: int = 1_024               # health checks and watches, from anyone
     # HTTP/2 streams one connection may open at once. Not 128: gRPC core counts a stream until the
     # event loop has reaped its finished call, so a busy scheduler refused 64 calls in flight at 128
     # (docs/OPERATIONS.md, Limits); what bounds a hostile client is max_concurrent_rpcs.
@@ -183,8 +206,10 @@ CHECKS = {
     **{f"workers.{k}": natural for k in ("cpu_millis", "memory_mb", "disk_mb", "max_concurrency")},
     "splits_retention": positive,
     "principals.role": lambda v: v in ROLES or f"must be one of {', '.join(ROLES)}",
+    **{f"principals.{f}": natural for f in ("calls", "streams", "receipts_per_hour", "submits_per_s")},
     **{f"limits.{f}": positive for f in (
-        "max_message_bytes", "max_concurrent_rpcs", "max_streams_per_connection", "connection_idle_s",
+        "max_message_bytes", "max_concurrent_rpcs", "agent_rpcs", "operator_rpcs", "health_rpcs",
+        "max_streams_per_connection", "connection_idle_s",
         "keepalive_s", "max_windows_per_batch", "max_unacked_windows", "max_seq_advance", "max_window_age_s",
         "submit_burst", "window_burst", "page_size", "max_page_size", "max_power_w")},
     **{f"limits.{f}": natural for f in ("clock_skew_s", "occupancy_grace_s", "submits_per_s", "windows_per_s",
@@ -233,8 +258,17 @@ def trusted_witnesses(config: SchedulerConfig) -> frozenset[PublicKey]:
     return frozenset(public_key_from(k) for k in config.ledger.witness_keys)
 
 
+def budget(entry: PrincipalEntry) -> Budget:
+    """A principal's budget: its role's (ROLE_BUDGETS), with its own keys over it."""
+    role = ROLE_BUDGETS[entry.role]
+    return Budget(role.calls if entry.calls is None else entry.calls,
+                  role.streams if entry.streams is None else entry.streams,
+                  role.receipts_per_hour if entry.receipts_per_hour is None else entry.receipts_per_hour)
+
+
 def principals(config: SchedulerConfig) -> dict[str, Principal]:
-    return {name: Principal(name, e.role, e.tenants) for name, e in config.principals.items()}
+    return {name: Principal(name, e.role, e.tenants, budget(e), e.submits_per_s)
+            for name, e in config.principals.items()}
 
 
 def validate(config: SchedulerConfig, where: str) -> SchedulerConfig:

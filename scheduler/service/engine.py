@@ -87,6 +87,8 @@ class Engine:
         # claims are as it left them), each refused request by its code
         self.on_event: Callable[[ClusterState, Event], None] = lambda state, event: None
         self.on_refused: Callable[[str], None] = lambda code: None
+        # the receipts each commit queues, by the principal whose call caused them (budgets, limits.py)
+        self.on_receipts: Callable[[Any, int], None] = lambda principal, n: None
 
     @property
     def pending_reason(self) -> Mapping[str, Reason]:
@@ -201,7 +203,8 @@ class Engine:
         writer = self.writer
         assert writer is not None
         records = list(records)
-        actor = caller().name   # the call in progress, or the scheduler's own work
+        who = caller()
+        actor = who.name   # the call in progress, or the scheduler's own work
         # a bad body changes nothing, nor does one too large for a receipt (ReceiptTooLarge)
         prepared = [_prepared(kind, body, built, now_ns, actor) for kind, body, built in records]
         futures: list[asyncio.Future] = []
@@ -226,6 +229,8 @@ class Engine:
             self.state = result
         for host in workers:   # each host's last version of the commit: the only one its agent can be sent
             self.occupancies.record(self.state, (host,), self.occupancy_seq[host])
+        if futures:
+            self.on_receipts(who, len(futures))
         checkpoint_due = self._checkpoint(len(futures))
         if checkpoint_due is not None:
             futures.append(checkpoint_due)

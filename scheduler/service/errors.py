@@ -41,6 +41,8 @@ STATUS = {
     "TOO_LARGE": grpc.StatusCode.RESOURCE_EXHAUSTED,
     "RATE_LIMITED": grpc.StatusCode.RESOURCE_EXHAUSTED,
     "TOO_MANY_OPEN_CLAIMS": grpc.StatusCode.RESOURCE_EXHAUSTED,
+    "PRINCIPAL_LIMIT": grpc.StatusCode.RESOURCE_EXHAUSTED,
+    "SERVICE_BUSY": grpc.StatusCode.RESOURCE_EXHAUSTED,
 }
 MESSAGE_CHARS = 1_000   # a refusal quotes at most this much: it may echo a hostile field
 

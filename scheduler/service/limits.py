@@ -1,12 +1,17 @@
 """The stated limits that are counted rather than checked field by field:
-per-principal rates (token buckets) and the per-tenant cap on open claims.
-Their figures are `[limits]` in scheduler.toml (docs/OPERATIONS.md)."""
+per-principal rates (token buckets), per-principal budgets and per-role pools
+of calls in progress, and the per-tenant cap on open claims. Their figures are
+`[limits]` and `[principals.NAME]` in scheduler.toml (docs/OPERATIONS.md)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping
 
 from scheduler.kernel import ClaimState, ClusterState
+from scheduler.service.errors import Refused
+from scheduler.service.principal import Budget, Principal
 
 _OPEN = (ClaimState.PENDING, ClaimState.ADMITTED)
 
@@ -19,19 +24,103 @@ class RateLimiter:
         self.rate, self.burst = rate, burst
         self._buckets: dict[str, tuple[float, float]] = {}   # key -> (tokens, at monotonic s)
 
-    def wait_s(self, key: str, n: int, now_s: float) -> float:
+    def _tokens(self, key: str, now_s: float, rate: int, burst: int) -> float:
+        tokens, at = self._buckets.get(key, (float(burst), now_s))
+        return min(float(burst), tokens + (now_s - at) * rate)
+
+    def wait_s(self, key: str, n: int, now_s: float, rate: int | None = None, burst: int | None = None) -> float:
         """How long `key` must wait before `n` tokens are there (0: take them now,
-        and they are taken). A request larger than the burst waits for a full bucket."""
-        if not self.rate:
+        and they are taken). A request larger than the burst waits for a full bucket.
+        `rate` and `burst`: the key's own, over the limiter's."""
+        rate = self.rate if rate is None else rate
+        burst = self.burst if burst is None else burst
+        if not rate:
             return 0.0
-        tokens, at = self._buckets.get(key, (float(self.burst), now_s))
-        tokens = min(float(self.burst), tokens + (now_s - at) * self.rate)
-        need = min(n, self.burst)
+        tokens = self._tokens(key, now_s, rate, burst)
+        need = min(n, burst)
         if tokens >= need:
             self._buckets[key] = (tokens - need, now_s)
             return 0.0
         self._buckets[key] = (tokens, now_s)
-        return (need - tokens) / self.rate
+        return (need - tokens) / rate
+
+    def charge(self, key: str, n: int, now_s: float, rate: int, burst: int) -> None:
+        """Take `n` tokens that were already spent, into debt if need be."""
+        if rate:
+            self._buckets[key] = (self._tokens(key, now_s, rate, burst) - n, now_s)
+
+
+RETRY_AFTER = "pool-retry-after-ms"   # trailing metadata of a budget refusal: ms before a retry may pass
+HOUR_S = 3600
+# a role's pool of calls in progress (limits.*_rpcs); tenants, auditors and witnesses share "clients"
+POOL_OF_ROLE = {"agent": "agent", "operator": "operator", "health": "health"}
+
+
+def limit_refusal(code: str, message: str, wait_s: float) -> Refused:
+    return Refused(code, message, ((RETRY_AFTER, str(max(1, math.ceil(wait_s * 1000)))),))
+
+
+class Admission:
+    """Calls in progress and open streams per principal (its Budget) and per
+    role pool, and receipts per principal per hour: what the authorization
+    layer counts for every call before the handler runs. A principal over its
+    own budget is refused PRINCIPAL_LIMIT; a pool that is full, SERVICE_BUSY;
+    each with RETRY_AFTER. Another principal, or another pool, never notices."""
+
+    def __init__(self, pools: Mapping[str, int]) -> None:
+        self.pools = dict(pools)                 # pool -> calls in progress it may hold (0: unlimited)
+        self.in_pool: Counter[str] = Counter()
+        self.calls: Counter[str] = Counter()     # principal -> calls in progress
+        self.streams: Counter[str] = Counter()   # principal -> open streaming calls
+        self._receipts = RateLimiter(0, 0)       # per principal; rates from each principal's budget
+
+    @staticmethod
+    def pool(role: str) -> str:
+        return POOL_OF_ROLE.get(role, "clients")
+
+    def enter(self, key: str, role: str, budget: Budget, streaming: bool) -> None:
+        """Count a call in (Refused, counting nothing, when it is over a budget)."""
+        pool = self.pool(role)
+        if budget.calls and self.calls[key] >= budget.calls:
+            raise limit_refusal("PRINCIPAL_LIMIT", f"{key!r} has {self.calls[key]} calls in progress, the most "
+                                                   f"its budget allows (calls = {budget.calls})", 1.0)
+        if streaming and budget.streams and self.streams[key] >= budget.streams:
+            raise limit_refusal("PRINCIPAL_LIMIT", f"{key!r} has {self.streams[key]} streams open, the most its "
+                                                   f"budget allows (streams = {budget.streams})", 1.0)
+        if self.pools.get(pool) and self.in_pool[pool] >= self.pools[pool]:
+            raise limit_refusal("SERVICE_BUSY", f"the {pool} pool has {self.in_pool[pool]} calls in progress, "
+                                                f"its most (limits.{pool if pool != 'clients' else 'max_concurrent'}"
+                                                f"_rpcs)", 1.0)
+        self.calls[key] += 1
+        self.in_pool[pool] += 1
+        if streaming:
+            self.streams[key] += 1
+
+    def leave(self, key: str, role: str, streaming: bool) -> None:
+        for counter, k in ((self.calls, key), (self.in_pool, self.pool(role))) + (
+                ((self.streams, key),) if streaming else ()):
+            counter[k] -= 1
+            if counter[k] <= 0:
+                del counter[k]
+
+    def receipts_wait_s(self, principal: Principal, now_s: float) -> float:
+        """How long until `principal` may cause a receipt again (0: now)."""
+        per_hour = principal.budget.receipts_per_hour
+        if not per_hour:
+            return 0.0
+        tokens = self._receipts._tokens(principal.name, now_s, per_hour / HOUR_S, per_hour)
+        return 0.0 if tokens >= 1 else (1 - tokens) * HOUR_S / per_hour
+
+    def receipts(self, principal: Principal, n: int, now_s: float) -> None:
+        """`principal`'s calls caused `n` receipts."""
+        per_hour = principal.budget.receipts_per_hour
+        self._receipts.charge(principal.name, n, now_s, per_hour / HOUR_S, per_hour)
+
+    def check_receipts(self, principal: Principal, now_s: float) -> None:
+        wait = self.receipts_wait_s(principal, now_s)
+        if wait:
+            raise limit_refusal("PRINCIPAL_LIMIT", f"{principal.name!r} has caused the receipts its budget allows "
+                                                   f"(receipts_per_hour = {principal.budget.receipts_per_hour})", wait)
 
 
 class OpenClaims:

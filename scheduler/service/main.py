@@ -40,6 +40,7 @@ from scheduler.service.claims import ClaimsServicer
 from scheduler.service.config import SchedulerConfig
 from scheduler.service.engine import Engine, LedgerFailed
 from scheduler.service.leader import Leadership
+from scheduler.service.limits import Admission
 from scheduler.service.metrics import SchedulerMetrics
 from scheduler.service.ops import OperationsServicer
 from scheduler.service.tls import ReloadableTls, TlsFileError
@@ -84,6 +85,18 @@ def server_options(limits) -> list[tuple[str, int]]:
             ("grpc.keepalive_timeout_ms", 20_000),
             ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
             ("grpc.keepalive_permit_without_calls", 1)]
+
+
+# calls gRPC may hold beyond the pools: those being refused before they are counted (an
+# undeclared CN, a call without a certificate)
+REFUSING = 1_024
+
+
+def pools(limits) -> dict[str, int]:
+    """Calls in progress per role pool (limits.Admission): tenants, auditors and witnesses share
+    max_concurrent_rpcs; agents, operators and health keep pools of their own."""
+    return {"clients": limits.max_concurrent_rpcs, "agent": limits.agent_rpcs,
+            "operator": limits.operator_rpcs, "health": limits.health_rpcs}
 
 
 def raise_file_limit() -> None:
@@ -151,12 +164,16 @@ class Scheduler:
         self.engine.witness_keys = configuration.trusted_witnesses(config)
         self.health = HealthServicer()
         self.agents = AgentServicer(self.engine, config, self.metrics)
+        self.admission = Admission(pools(config.limits))
         self.authorizer = Authorizer(configuration.principals(config), insecure=config.server.insecure,
                                      state=lambda: self.engine.state if self.engine.ready else None,
-                                     on_refused=lambda code: self.engine.on_refused(code))
+                                     on_refused=lambda code: self.engine.on_refused(code), admission=self.admission)
+        self.engine.on_receipts = lambda principal, n: self.admission.receipts(principal, n, time.monotonic())
+        self.agents.admission = self.admission
         self.tls = ReloadableTls(config.server.tls) if config.server.tls else None
+        # gRPC's own cap sits above every pool together, so that no pool can fill it
         self.server = grpc.aio.server(interceptors=[self.authorizer], options=server_options(config.limits),
-                                      maximum_concurrent_rpcs=config.limits.max_concurrent_rpcs)
+                                      maximum_concurrent_rpcs=sum(pools(config.limits).values()) + REFUSING)
         self.claims = ClaimsServicer(self.engine, config.limits)
         claims_pb2_grpc.add_ClaimsServicer_to_server(self.claims, self.server)
         agent_pb2_grpc.add_AgentServiceServicer_to_server(self.agents, self.server)

@@ -16,10 +16,25 @@ ROLES = ("tenant", "operator", "agent", "auditor", "witness")
 
 
 @dataclass(frozen=True, slots=True)
+class Budget:
+    """A principal's share of the service (docs/OPERATIONS.md, "Budgets"): what
+    one principal may hold or use, on top of the global caps. 0: unlimited."""
+
+    calls: int               # calls in progress, streams included
+    streams: int             # open streaming calls (Watch, an agent's Stream, LedgerExport, health Watch)
+    receipts_per_hour: int   # receipts its calls cause, per hour (a token bucket an hour deep)
+
+
+UNLIMITED = Budget(0, 0, 0)
+
+
+@dataclass(frozen=True, slots=True)
 class Principal:
     name: str                      # a certificate's subject CN, as declared in [principals.NAME]
     role: str                      # one of ROLES, or "scheduler" for the scheduler's own work
     tenants: tuple[str, ...] = ()  # for a tenant: the subtrees it may act in and read
+    budget: Budget = UNLIMITED     # [principals.NAME] over its role's (config.ROLE_BUDGETS)
+    submits_per_s: int | None = None   # None: limits.submits_per_s
 
 
 SCHEDULER = Principal("pool-scheduler", "scheduler")

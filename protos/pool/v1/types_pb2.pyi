@@ -44,6 +44,8 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TOO_LARGE: _ClassVar[ErrorCode]
     RATE_LIMITED: _ClassVar[ErrorCode]
     TOO_MANY_OPEN_CLAIMS: _ClassVar[ErrorCode]
+    PRINCIPAL_LIMIT: _ClassVar[ErrorCode]
+    SERVICE_BUSY: _ClassVar[ErrorCode]
 
 class Placement(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -143,6 +145,8 @@ DEVICES_HELD: ErrorCode
 TOO_LARGE: ErrorCode
 RATE_LIMITED: ErrorCode
 TOO_MANY_OPEN_CLAIMS: ErrorCode
+PRINCIPAL_LIMIT: ErrorCode
+SERVICE_BUSY: ErrorCode
 PLACEMENT_SHARED: Placement
 PLACEMENT_EXCLUSIVE: Placement
 CLAIM_STATE_UNSPECIFIED: ClaimState

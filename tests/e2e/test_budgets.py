@@ -1,0 +1,146 @@
+"""Budgets per principal and pools per role (issue 21 item 1), over mutual TLS
+against a real scheduler: one tenant that holds every Watch it may, or
+causes every receipt it may, is refused PRINCIPAL_LIMIT with a retry-after
+hint, and nobody else notices; a tenant that fills the clients' pool does
+not take the capacity kept for health, agents and operators."""
+
+from __future__ import annotations
+
+import queue
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from protos.pool.v1 import agent_pb2, claims_pb2, ops_pb2
+
+EXHAUSTED = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+@pytest.fixture
+def budgeted(tmp_path: Path, harness) -> Iterator:
+    """start(alpha="streams = 2", limits="…"): a scheduler whose [principals.alpha]
+    has those keys too, and whose [limits] those."""
+    started = []
+
+    def start(alpha: str = "", limits: str = ""):
+        s = harness.Scheduler(tmp_path, extra=f"[limits]\n{limits}\n" if limits else "")
+        text = s.config.read_text()
+        declared = '[principals."alpha"]\nrole = "tenant"\ntenants = ["alpha"]\n'
+        assert declared in text
+        s.config.write_text(text.replace(declared, declared + alpha + "\n"))
+        started.append(s)
+        return s.start()
+
+    yield start
+    for s in started:
+        s.stop()
+
+
+def submit(caller, claim_id: str, tenant: str):
+    return caller.claims.Submit(claims_pb2.SubmitRequest(claim_id=claim_id, tenant=tenant, estimate_uj=1),
+                                timeout=10)
+
+
+def watch(caller, tenant: str):
+    """An open Watch that never reads past its first message."""
+    stream = caller.claims.Watch(claims_pb2.WatchRequest(tenant=tenant), timeout=60)
+    next(stream)
+    return stream
+
+
+def refusal(call) -> grpc.RpcError:
+    with pytest.raises(grpc.RpcError) as caught:
+        call()
+    return caught.value
+
+
+def retry_after(error: grpc.RpcError) -> int:
+    return int(dict(error.trailing_metadata())["pool-retry-after-ms"])
+
+
+def test_a_tenant_past_its_watches_is_refused_and_nobody_else_notices(budgeted, harness):
+    s = budgeted(alpha="streams = 2\ncalls = 3")
+    alpha, beta = s.as_principal("alpha"), s.as_principal("beta")
+    submit(alpha, "a1", "alpha")
+    submit(beta, "b1", "beta")
+    held = [watch(alpha, "alpha"), watch(alpha, "alpha")]
+    error = refusal(lambda: watch(alpha, "alpha"))
+    assert error.code() == EXHAUSTED and error.details().startswith("PRINCIPAL_LIMIT: 'alpha' has 2 streams open")
+    assert retry_after(error) > 0
+    # one call left in its budget of three: a unary call passes
+    assert alpha.claims.Get(claims_pb2.GetClaimRequest(claim_id="a1"), timeout=10).claim_id == "a1"
+    # another tenant, the operator, health: as if alpha were not there
+    extra = [watch(beta, "beta") for _ in range(3)]
+    assert submit(beta, "b2", "beta").claim_id == "b2"
+    assert s.serving()
+    s.register("w1")
+    # the budget comes back when the streams end
+    for stream in held:
+        stream.cancel()
+
+    def watches_again() -> bool:
+        try:
+            held.append(watch(alpha, "alpha"))
+        except grpc.RpcError as exc:
+            assert exc.code() == EXHAUSTED
+            return False
+        return True
+    harness.wait_for("alpha's budget to come back", watches_again)
+    for stream in held + extra:
+        stream.cancel()
+
+
+def test_calls_in_progress_count_streams_too(budgeted):
+    s = budgeted(alpha="calls = 2")
+    alpha = s.as_principal("alpha")
+    submit(alpha, "a1", "alpha")
+    held = [watch(alpha, "alpha"), watch(alpha, "alpha")]
+    error = refusal(lambda: alpha.claims.Get(claims_pb2.GetClaimRequest(claim_id="a1"), timeout=10))
+    assert error.details().startswith("PRINCIPAL_LIMIT: 'alpha' has 2 calls in progress")
+    for stream in held:
+        stream.cancel()
+
+
+def test_a_tenant_that_fills_the_clients_pool_leaves_health_agents_and_operators_theirs(budgeted):
+    # today: one global max_concurrent_rpcs, and alpha's Watches filled it for everyone
+    s = budgeted(alpha="streams = 100\ncalls = 100", limits="max_concurrent_rpcs = 4")
+    alpha, beta = s.as_principal("alpha"), s.as_principal("beta")
+    submit(alpha, "a1", "alpha")
+    held = [watch(alpha, "alpha") for _ in range(4)]
+    error = refusal(lambda: submit(beta, "b1", "beta"))
+    assert error.code() == EXHAUSTED and error.details().startswith("SERVICE_BUSY: the clients pool")
+    assert retry_after(error) > 0
+    # health, the operator and an agent keep their own pools
+    health = health_pb2_grpc.HealthStub(s.as_principal("anyone").channel)
+    assert health.Check(health_pb2.HealthCheckRequest(), timeout=5).status == health_pb2.HealthCheckResponse.SERVING
+    assert submit(s.operator, "b2", "beta").claim_id == "b2"
+    s.register("w1")
+    up = queue.Queue()
+    up.put(agent_pb2.AgentMessage(hello=agent_pb2.Hello(host_id="w1")))
+    agent = s.agents.Stream(iter(up.get, None), timeout=30)
+    assert next(agent).WhichOneof("body") == "occupancy"
+    up.put(None)
+    agent.cancel()
+    for stream in held:
+        stream.cancel()
+
+
+def test_receipts_per_hour_refuse_writes_not_reads_and_leave_no_receipt(budgeted):
+    s = budgeted(alpha="receipts_per_hour = 2")
+    alpha, beta = s.as_principal("alpha"), s.as_principal("beta")
+    submit(alpha, "a1", "alpha")
+    submit(alpha, "a2", "alpha")
+    length = s.ops.LedgerHead(ops_pb2.LedgerHeadRequest(),
+                              timeout=10).length
+    error = refusal(lambda: submit(alpha, "a3", "alpha"))
+    assert error.code() == EXHAUSTED and "receipts_per_hour = 2" in error.details()
+    assert error.details().startswith("PRINCIPAL_LIMIT")
+    assert retry_after(error) > 1000   # an hour's budget: the next receipt is ~30 minutes away
+    assert alpha.claims.Get(claims_pb2.GetClaimRequest(claim_id="a1"), timeout=10).claim_id == "a1"
+    assert submit(beta, "b1", "beta").claim_id == "b1"
+    after = s.ops.LedgerHead(ops_pb2.LedgerHeadRequest(),
+                             timeout=10).length
+    assert after == length + 1   # beta's receipt only
