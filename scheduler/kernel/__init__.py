@@ -14,7 +14,8 @@ from .placement import FieldFigure
 from .preemption import tier
 from .preemption_plan import PreemptionPlan, Victim, preemption_order
 from .reasons import CheckStep, ClaimState, ErrorCode, IdleVerdict, KernelError, Placement, Reason, Tier
-from .schedule import Decision, PendingReasons, decide, period_roll, schedule
+from .queue import decide
+from .schedule import Decision, PendingReasons, period_roll, schedule
 from .snapshot import (Claim, ClaimSpec, ClassStats, ClusterState, Device, DeviceShare, IdlePolicy, Resources,
                        Tenant, Threshold, Worker, WorkClass)
 from .transitions import EventError, apply, rebuild

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .codec import decode, encode, encode_compact
-from .pmap import PMap
+from .fast.pmap import PMap
 from .reasons import OPEN_STATES
 from .snapshot import Claim, ClassStats, ClusterState, IdlePolicy, Tenant, WorkClass, Worker
 from .transitions import rebuild

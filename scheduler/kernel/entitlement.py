@@ -22,7 +22,8 @@ branches hold back.
 
 from __future__ import annotations
 
-from .fit import Fit, fit
+from .fast.records import fit
+from .fit import Fit
 from .rollup import Rollup
 from .tree import DEVICES, ENERGY, TenantTree, held_back
 

@@ -20,7 +20,7 @@ from . import gangs
 from .admission import EntitlementCheck, evaluate
 from .placement import FieldFigure, adjust, field_figures, reasoner
 from .reasons import CheckStep, ClaimState, ErrorCode, KernelError, Reason
-from .shapes import pending_key
+from .fast.shapes import pending_key
 from .snapshot import Claim, ClusterState, DeviceShare, Resources, Worker, WorkerLoad
 
 

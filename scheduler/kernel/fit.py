@@ -17,11 +17,3 @@ class Fit(NamedTuple):
     allowance: int = 0
     limit: int | None = None
 
-
-def fit(ok: bool, node: str, guarantee: int, usage: int, allowance: int = 0, limit: int | None = None) -> Fit:
-    """A Fit, without NamedTuple's Python-level `__new__` (several are made
-    per decision; tested equal to the plain constructor)."""
-    return _new_tuple(Fit, (ok, node, guarantee, usage, allowance, limit))
-
-
-_new_tuple = tuple.__new__

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 
 from protos.energy import MDEV_PER_DEVICE
 
-from .freeindex import FreeIndex
+from .fast.freeindex import FreeIndex
 from .reasons import Placement, Reason
 from .snapshot import SCALAR_FIELDS, ClaimSpec, DeviceShare, Resources, Worker, WorkerLoad
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .edit import Edit, current
+from .fast.edit import Edit, current
 from .snapshot import NodeUsage, Usage
 from .tree import Quota, TenantTree, held_back
 

@@ -1,25 +1,17 @@
-"""The pending queue, judged. Two entries, one outcome:
-
-- `schedule(state, now_ns)`, the full re-judge: every pending claim in queue
-  order (priority descending, then submission sequence), pass after pass
-  while a pass preempts. A claim that cannot be admitted does not block the
-  ones behind it (best effort), and a gang is decided at its first member's
-  place. It is the plain form, what start-up and the property tests use.
-- `decide(state, events, now_ns)`, the incremental one: `events` applied,
-  then only what they can make admissible judged. A decision leaves the queue
-  *settled* (re-judging it would admit nothing), so after a new claim only
-  that claim (or its gang) needs judging: a claim only consumes capacity. An
-  event that frees capacity re-judges the shapes and gangs the state it
-  leads to could admit (movable.py, found through the shape index of
-  shapes.py), one shape at a time: its first claim, and the next one only if
-  that one was admitted and the room left could still take it.
+"""The pending queue, judged (RULES §3 "The queue"): `schedule(state,
+now_ns)`, the full re-judge: every pending claim in queue order (priority
+descending, then submission sequence), pass after pass while a pass
+preempts. A claim that cannot be admitted does not block the ones behind it
+(best effort), and a gang is decided at its first member's place. It is the
+plain form, what start-up and the property tests use; the incremental one,
+`decide`, is queue.py's and is tested equal to it.
 
 Both return the events that carry the decisions out, a reason per claim
 judged, and the state they lead to. Why each pending claim waits is its
 verdict on the settled state, computed when asked (`PendingReasons`), which
 is what a full re-judge of that state gives.
 
-A decision is one edit batch (edit.py), open only while the decision
+A decision is one edit batch (fast/edit.py), open only while the decision
 applies its own events: evaluation only reads its states, and the trial
 states of preemption and gangs are made outside the batch, so nothing in it
 sees a state after it has been edited further.
@@ -27,18 +19,16 @@ sees a state after it has been edited further.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from heapq import heapify, heappop, heappush
 
 from . import gangs
 from .admission import Evaluation, admit_events, evaluate
-from . import edit
-from .edit import Edit
+from .fast import edit
+from .fast.edit import Edit
 from .events import ClaimRefused, ClaimSubmitted, Event, PeriodRolled, Preempted, Released
 from .reasons import ClaimState, Reason
-from .movable import Room, movable
-from .shapes import first_of, gang_key, shape_of
+from .fast.shapes import shape_of
 from .snapshot import Claim, ClusterState
 from .transitions import apply
 
@@ -62,7 +52,7 @@ def period_roll(state: ClusterState, now_ns: int) -> PeriodRolled | None:
     return PeriodRolled(index) if index > state.period_index else None
 
 
-class _Batch:
+class Batch:
     """One decision's events and the state they lead to, applied in place."""
 
     __slots__ = ("state", "events", "reasons", "edit", "now_ns", "preempted")
@@ -124,7 +114,7 @@ class _Batch:
 def schedule(state: ClusterState, now_ns: int) -> Decision:
     """The full re-judge. A pass that preempts may free more than its
     claims needed, for claims it had already judged: then another pass."""
-    batch = _Batch(state, now_ns)
+    batch = Batch(state, now_ns)
     batch.roll()
     while True:
         batch.preempted = False
@@ -141,107 +131,6 @@ def schedule(state: ClusterState, now_ns: int) -> Decision:
                 batch.judge_claim(claim)
         if not batch.preempted:
             return batch.decision()
-
-
-# What a given event leaves to judge: None for nothing. Anything not named
-# here (a release or preemption of an admitted claim, a reclamation, a
-# worker registering, growing, coming live or going, a configuration, a new
-# period, metering or progress, which change what preempting a claim frees
-# and in what order) re-judges what the state it leads to could admit
-# (movable.py).
-def _new_claim(state: ClusterState, e: ClaimSubmitted) -> tuple:
-    return ("gang", e.spec.gang_id) if e.spec.gang_id else ("shape", shape_of(e.spec))
-
-
-def _frees_nothing(state: ClusterState, e: Event) -> None:
-    return None
-
-
-def _withdrawn(state: ClusterState, e: Released) -> tuple | None:
-    """A pending claim withdrawn held nothing; an admitted one frees."""
-    return None if state.claims[e.claim_id].state is _PENDING else _FREES
-
-
-_FREES = ("frees",)
-_JUDGES: dict[type, Callable[[ClusterState, Event], tuple | None]] = {
-    ClaimSubmitted: _new_claim, ClaimRefused: _frees_nothing, Released: _withdrawn}
-
-
-def _head(state: ClusterState, ref: tuple) -> tuple | None:
-    """The queue key of a shape's first claim, or of a gang's first member."""
-    kind, name = ref
-    if kind == "shape":
-        return first_of(state.shapes, name)
-    members = state.gangs.get(name)
-    return gang_key(state.claims, members) if members else None
-
-
-def _fit_inputs(state: ClusterState) -> tuple:
-    """What decides whether a gang can ever fit (gangs.never_fits)."""
-    return state.tree, state.workers, state.class_stats
-
-
-def decide(state: ClusterState, events: Iterable[Event], now_ns: int) -> Decision:
-    """`events` applied, then decided: what they can make admissible judged,
-    in queue order, as `schedule` would judge it on a settled queue. With no
-    events (start-up, a new period), everything that could move is judged,
-    and every gang.
-
-    This is also the entry for "decide this new claim on this state": pass
-    its ClaimSubmitted and read the decision (a dry run discards it)."""
-    batch = _Batch(state, now_ns)
-    named: set[tuple] = set()
-    given = False
-    for event in events:
-        given = True
-        judge = _JUDGES.get(type(event))
-        named.add(_FREES if judge is None else judge(batch.state, event))
-        batch.apply(event)
-    named.discard(None)
-    todo: dict[tuple, tuple | None] = {}
-    if batch.roll() or not given or _FREES in named:
-        named.discard(_FREES)
-        every_gang = not given or any(a is not b for a, b in zip(_fit_inputs(batch.state), _fit_inputs(state)))
-        todo = movable(Room(batch.state), every_gang)
-    todo.update((ref, _head(batch.state, ref)) for ref in named if ref not in todo)
-    while todo:
-        _round(batch, todo)
-        todo = movable(Room(batch.state)) if batch.preempted else {}
-    return batch.decision()
-
-
-def _round(batch: _Batch, refs: dict[tuple, tuple | None]) -> None:
-    """One pass over the given shapes and gangs, in queue order of their
-    first claims. A shape whose first claim is not admitted is done for the
-    round: the rest of it would be judged alike, and admissions only take
-    capacity. So is one that the room left cannot admit (movable.Room:
-    what the event freed is used up), without judging it. A preemption
-    frees capacity, so after one every shape and gang that could now move
-    and whose first claim is still ahead joins the pass (those behind wait
-    for the next round, as they wait for schedule's next pass)."""
-    batch.preempted = False
-    heap = [(head, ref) for ref, head in refs.items() if head is not None]
-    heapify(heap)
-    queued = {ref for _, ref in heap}
-    room = None
-    while heap:
-        key, ref = heappop(heap)
-        queued.discard(ref)
-        if ref[0] == "gang":
-            batch.judge_gang(ref[1])
-            continue
-        if room is None or room.state is not batch.state:
-            room = Room(batch.state)
-        if not room.could_admit(ref[1]):
-            continue
-        ev = batch.judge_claim(batch.state.claims[key[2]])
-        if ev.reason is not _ADMISSIBLE:
-            continue
-        others = movable(Room(batch.state)) if ev.victims else {ref: _head(batch.state, ref)}
-        for other, head in others.items():
-            if other not in queued and head is not None and head > key:
-                heappush(heap, (head, other))
-                queued.add(other)
 
 
 class PendingReasons(Mapping):
@@ -261,7 +150,7 @@ class PendingReasons(Mapping):
         gang_id = claim.spec.gang_id
         if gang_id:
             if gang_id not in self._by_gang:
-                batch = _Batch(self.state, self._now_ns)
+                batch = Batch(self.state, self._now_ns)
                 batch.judge_gang(gang_id)  # judged on a batch of its own, then discarded
                 self._by_gang[gang_id] = batch.reasons[0][1]
             return self._by_gang[gang_id]

@@ -1,14 +1,11 @@
 """Immutable snapshots: the records the kernel reads and `apply` produces.
 
 Everything is a frozen, slotted dataclass or a NamedTuple holding ints,
-strings, tuples and persistent maps and sequences, but the roll-up's `Usage`
-records: slotted, and changed only by the edit batch that made them, as the
-persistent structures' nodes are (edit.py). The records `apply`
-rebuilds on every event (Claim, WorkerLoad, ClusterState) are
-NamedTuples: `_replace` costs a fifth of `dataclasses.replace`, and
-`quick_replace` takes a fifth off that for the two replaced on every
-admission. Sets are kept as sorted tuples so that equal states compare equal
-and nothing depends on hash order.
+strings, tuples and persistent maps and sequences (fast/), but the roll-up's
+`Usage` records, changed only by the edit batch that made them (fast/edit.py).
+Sets are kept as sorted tuples so that equal states compare equal and nothing
+depends on hash order. Why the records `apply` rebuilds on every event are
+NamedTuples with a `quick_replace`: fast/records.py.
 """
 
 from __future__ import annotations
@@ -19,11 +16,13 @@ from typing import NamedTuple
 
 from protos.energy import MDEV_PER_DEVICE, Grade
 
-from .pmap import PMap
+from .fast.pmap import PMap
+from .fast.records import quick_replace
+from .fast.freeindex import FreeIndex
+from .fast.shapes import ShapeIndex
+from .fast.sortedseq import SortedSeq
 from .reasons import ClaimState, Placement, Reason
-from .shapes import ShapeIndex
-from .freeindex import FreeIndex
-from .sortedseq import SortedSeq
+
 
 @dataclass(frozen=True, slots=True)
 class Resources:
@@ -112,26 +111,6 @@ class Worker:
                          tuple(sorted({d.device_type for d in self.devices})))
 
 
-def quick_replace(cls: type) -> type:
-    """Give a NamedTuple a `_replace` that writes the named fields into a
-    copy of its values. The standard one pops every field's name from the
-    changes, a C call per field: ClusterState has 24, and apply replaces it
-    on every event."""
-    position = {name: i for i, name in enumerate(cls._fields)}
-
-    def _replace(self, /, **changes):
-        values = list(self)
-        for name, value in changes.items():
-            try:
-                values[position[name]] = value
-            except KeyError:
-                raise ValueError(f"Got unexpected field name: {name!r}") from None
-        return tuple.__new__(cls, values)
-
-    cls._replace = _replace
-    return cls
-
-
 class WorkerLoad(NamedTuple):
     """What the open claims on one worker reserve. `device_used` is aligned
     with `Worker.devices`; `active` is sorted."""
@@ -164,8 +143,7 @@ class ClaimSpec:
 
 
 class DeviceShare(NamedTuple):
-    """Made on every admission: a NamedTuple builds in a sixth of the time
-    of a frozen dataclass."""
+    """The part of one device a claim holds."""
 
     device_id: str
     mdev: int
@@ -195,8 +173,7 @@ class Claim(NamedTuple):
     submitted_ns: int = 0  # the submission's time (0 in ledgers older than the field)
     borrowed_uj: int = 0   # the part of the hold beyond the tenant's free guarantee at admission
 
-    # the spec's id and tenant, read through C-level getters: the kernel reads
-    # them on every decision, and a Python property costs a frame each time
+    # the spec's id and tenant
     claim_id = property(attrgetter("spec.claim_id"), doc="The spec's claim_id.")
     tenant = property(attrgetter("spec.tenant"), doc="The spec's tenant.")
 

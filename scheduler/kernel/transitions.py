@@ -18,13 +18,13 @@ from .events import (ClaimAdmitted, ClaimRefused, ClaimSubmitted, ConfigApplied,
                      PeriodRolled, Preempted, Progress, Reclaimed, Released, Settled, WorkerCordoned,
                      WorkerLiveness, WorkerRegistered)
 from .placement import adjust, free_key
-from .pmap import PMap
+from .fast.pmap import PMap
 from .reasons import ClaimState
 from .rollup import bump, rollup
-from .freeindex import FreeIndex
+from .fast.freeindex import FreeIndex
 from .snapshot import Claim, ClassStats, ClusterState, DeviceShare, Worker, WorkerLoad
-from .sortedseq import SortedSeq
-from .shapes import index as shape_index, pending_key, with_claim
+from .fast.sortedseq import SortedSeq
+from .fast.shapes import index as shape_index, pending_key, with_claim
 from .tree import load_tree
 
 

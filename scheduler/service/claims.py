@@ -16,7 +16,7 @@ from protos.limits import SUBMIT_MANY_MAX
 from protos.pool.v1 import claims_pb2, claims_pb2_grpc, types_pb2
 from scheduler import kernel
 from scheduler.kernel import Claim, ClaimState, ClusterState, Reason
-from scheduler.kernel.edit import Edit
+from scheduler.kernel.fast.edit import Edit
 from scheduler.service import convert, pages
 from scheduler.service.config import Limits
 from scheduler.service.committed import Committed

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 from scheduler.kernel import ClusterState, Reason
-from scheduler.kernel.pmap import PMap
+from scheduler.kernel.fast.pmap import PMap
 
 
 class Committed(NamedTuple):

@@ -22,8 +22,8 @@ from scheduler.kernel import (Claim, ClaimAdmitted, ClaimRefused, ClaimSubmitted
                               PendingReasons, Progress, Reason, apply, decide, event_from_body)
 from scheduler.kernel.events import Released, Settled
 from scheduler.kernel import checkpoint
-from scheduler.kernel.edit import Edit
-from scheduler.kernel.pmap import PMap
+from scheduler.kernel.fast.edit import Edit
+from scheduler.kernel.fast.pmap import PMap
 from scheduler.ledger.dcbor import DcborError
 from scheduler.ledger.receipts import Entry, check_size
 from scheduler.ledger.steward import Prepared, prepare

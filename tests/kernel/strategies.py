@@ -11,7 +11,7 @@ from kit import cluster, gpus
 from protos.energy import Grade
 from scheduler.kernel import (ClaimSpec, ClaimSubmitted, ClassStats, ClusterState, MeterDelta, Metered, Placement,
                               Resources, Tenant, WorkClass, apply, progress, release, schedule, submit)
-from scheduler.kernel.pmap import PMap
+from scheduler.kernel.fast.pmap import PMap
 from scheduler.kernel.reasons import ErrorCode, KernelError
 
 

@@ -1,4 +1,4 @@
-"""Edit sessions (scheduler/kernel/edit.py): changes made in place under an
+"""Edit sessions (scheduler/kernel/fast/edit.py): changes made in place under an
 Edit give the same contents as the persistent operations, and never touch a
 structure the edit did not make: the map or sequence a batch starts from, and
 anything shared with it, reads the same afterwards."""
@@ -11,10 +11,10 @@ from operator import itemgetter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.kernel.edit import Edit
-from scheduler.kernel.freeindex import FreeIndex, _ceiling
-from scheduler.kernel.pmap import PMap
-from scheduler.kernel.sortedseq import SortedSeq
+from scheduler.kernel.fast.edit import Edit
+from scheduler.kernel.fast.freeindex import FreeIndex, _ceiling
+from scheduler.kernel.fast.pmap import PMap
+from scheduler.kernel.fast.sortedseq import SortedSeq
 
 map_ops = st.lists(st.tuples(st.booleans(), st.integers(0, 600), st.integers()), max_size=300)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.kernel.freeindex import FreeIndex, _ceiling
+from scheduler.kernel.fast.freeindex import FreeIndex, _ceiling
 
 keys = st.tuples(st.integers(0, 8), st.integers(0, 50), st.integers(0, 50), st.integers(0, 50),
                  st.integers(0, 400).map(lambda n: f"w{n:03}"))

@@ -1,4 +1,4 @@
-"""Incremental re-judging (schedule.decide) against the full re-judge
+"""Incremental re-judging (queue.decide) against the full re-judge
 (schedule.schedule): on random clusters and event sequences, deciding only
 what each event can make admissible gives the same events and the same
 state as re-judging the whole queue, and the reasons computed when asked
@@ -21,9 +21,9 @@ from scheduler.kernel import (ClaimSpec, ClaimSubmitted, ClassStats, MeterDelta,
 from scheduler.kernel.events import WorkerCordoned
 from scheduler.kernel.reasons import ErrorCode, KernelError
 from scheduler.kernel.maintenance import cordon
-from scheduler.kernel.movable import Room, gang_could_move, movable
-from scheduler.kernel.shapes import first_of, pending_key, shape_of
-from scheduler.kernel.pmap import PMap
+from scheduler.kernel.queue import GangRef, Room, ShapeRef, movable
+from scheduler.kernel.fast.shapes import first_of, pending_key, shape_of
+from scheduler.kernel.fast.pmap import PMap
 
 # few distinct figures, so that claims share shapes and shapes are skipped whole
 shaped_claims = st.builds(
@@ -148,7 +148,7 @@ def _flat():
     return flat(a=10**6)
 
 
-# -- what a freeing event re-judges (movable.py) --------------------------------------
+# -- what a freeing event re-judges (queue.Room, fast/movable.py) --------------------------------------
 
 # Few GPUs, tight guarantees: the devices are taken, so what can still be
 # admitted is mostly what takes them back (reclaim) or preempts by priority,
@@ -202,9 +202,9 @@ def _plain_movable(state, every_gang=False):
     of the index's ranges."""
     room = Room(state)
     every_shape = [shape for shape, _ in groupby(shape for shape, _ in state.shapes.by_shape)]
-    return ({("shape", s): first_of(state.shapes, s) for s in every_shape if room.could_admit(s)}
-            | {("gang", g): min(pending_key(state.claims[m]) for m in members) for g, members in state.gangs.items()
-               if every_gang or gang_could_move(room, members)})
+    return ({ShapeRef(s): first_of(state.shapes, s) for s in every_shape if room.could_admit(s)}
+            | {GangRef(g): min(pending_key(state.claims[m]) for m in members) for g, members in state.gangs.items()
+               if every_gang or room.gang_could_move(members)})
 
 
 @settings(max_examples=150, deadline=None)
@@ -233,7 +233,7 @@ def test_every_claim_that_could_be_admitted_is_one_the_rule_allows(cluster):
             judged = gangs.members(state, gang_id)
             if gangs.complete(state, gang_id, judged[0].spec.gang_size) and not gangs.never_fits(state, judged):
                 if gangs.decide_gang(state, judged, 0)[0] is Reason.ADMISSIBLE:
-                    assert gang_could_move(room, members), gang_id
+                    assert room.gang_could_move(members), gang_id
 
 
 def _op_events(state, op, n):

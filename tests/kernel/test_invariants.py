@@ -12,8 +12,8 @@ from strategies import base, drive, operations, trees
 from protos.energy import Grade
 from scheduler.kernel import ClaimAdmitted, ClaimState, Preempted, Reason, apply, event_from_body, rebuild, schedule
 from scheduler.kernel.events import ClaimSubmitted
-from scheduler.kernel.pmap import PMap
-from scheduler.kernel.sortedseq import SortedSeq
+from scheduler.kernel.fast.pmap import PMap
+from scheduler.kernel.fast.sortedseq import SortedSeq
 from scheduler.kernel.rollup import Rollup
 
 

@@ -1,4 +1,4 @@
-"""The kernel's records: `quick_replace` behaves as typing's `_replace`, and
+"""The kernel's records: `quick_replace` (fast/records.py) behaves as typing's `_replace`, and
 `fit` makes what `Fit(...)` makes."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler.kernel.fit import Fit, fit
+from scheduler.kernel.fast.records import fit
+from scheduler.kernel.fit import Fit
 from scheduler.kernel.snapshot import Claim, ClaimSpec, ClusterState
 
 

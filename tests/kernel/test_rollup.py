@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from strategies import trees
 
 import reference  # tests/kernel/reference.py
-from scheduler.kernel.edit import Edit
+from scheduler.kernel.fast.edit import Edit
 from scheduler.kernel.rollup import bump, rollup
 from scheduler.kernel.snapshot import Usage
 from scheduler.kernel.tree import DEVICES, ENERGY, load_tree

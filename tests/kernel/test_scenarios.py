@@ -11,7 +11,7 @@ from scheduler.kernel import (CheckStep, ClaimState, ClassStats, ErrorCode, Idle
                               MeterDelta, Metered, Observation, Placement, Preempted, Reason, Tenant, Threshold, Tier,
                               TreeError, WorkClass, apply, derived_estimate, explain, idle_verdicts, load_tree,
                               preemption_order, reclamation_order, release, submit)
-from scheduler.kernel.pmap import PMap
+from scheduler.kernel.fast.pmap import PMap
 
 GPU = gpus("w1", 4)
 

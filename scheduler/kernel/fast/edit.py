@@ -14,7 +14,7 @@ preemption and gangs run outside it, so they copy as always.
 The batch is found by the structures themselves (`current()`, a context
 variable), never passed through the rules: `apply` and its handlers read as
 if every change copied, and the one speed trick lives in pmap.py,
-sortedseq.py, freeindex.py and rollup.py (its lists and their records).
+sortedseq.py, freeindex.py and rollup.py (its lists and their records), all in fast/.
 """
 
 from __future__ import annotations

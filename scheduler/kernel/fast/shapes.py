@@ -4,7 +4,7 @@ placement, declared estimate and work class are judged alike on any state:
 nothing in RULES §3-§6 reads a claim's id or submission sequence except to
 order the queue. So when the first claim of a shape cannot be admitted, none
 behind it can either, and re-judging the queue costs one evaluation per
-shape, not one per pending claim (schedule.decide).
+shape, not one per pending claim (queue.decide).
 
 The index holds each single pending claim twice, in two sorted sequences:
 
@@ -14,7 +14,7 @@ The index holds each single pending claim twice, in two sorted sequences:
 - `by_size`, (gpu_mdev, floor_uj, shape, queue key): the shapes by what
   they ask of a worker's devices and, at least, of the root's energy, so the
   shapes that fit under given figures are one range per GPU size
-  (movable.py reads both).
+  (fast/movable.py reads both).
 
 Sequences rather than maps of sequences, since they change on every
 admission: one block edit each instead of a map lookup, a block edit and a
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from .sortedseq import SortedSeq
 
 if TYPE_CHECKING:
-    from .snapshot import Claim, ClaimSpec
+    from ..snapshot import Claim, ClaimSpec
 
 # sorts after every queue key (-priority, seq, id) and every priority: a
 # bisect to (..., _PAST) lands just after the entries it follows

@@ -1,0 +1,17 @@
+"""The kernel's machinery: how the rules are made cheap, kept apart from the
+rules themselves (the modules one level up, one per section of RULES.md).
+
+Each piece here stands beside a plain twin it is tested equal to
+(tests/kernel):
+
+| module | what | its plain twin |
+|---|---|---|
+| pmap.py | persistent hash map | a dict copied on change (test_invariants, test_edit) |
+| sortedseq.py | persistent sorted sequence | a sorted list (test_invariants, test_edit) |
+| freeindex.py | live workers by best-fit key, with block ceilings | a linear best fit (test_freeindex, test_reference) |
+| edit.py | edit batches: in-place changes to what a batch made | copying on every change (test_edit, test_invariants) |
+| shapes.py | pending claims by shape and by size | judging every pending claim (test_incremental) |
+| movable.py | the shapes a state could admit, found through the index | `Room.could_admit` over every shape (test_incremental) |
+| rollup.py | the roll-up's path update, in place within a batch | `rollup.rollup` from scratch (test_rollup) |
+| records.py | fast constructors and `_replace` for NamedTuple records | the record's own constructor and typing's `_replace` (test_records) |
+"""
