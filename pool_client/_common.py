@@ -1,0 +1,139 @@
+"""What the sync and asyncio clients share: settings, credentials, channel
+options, building a request from keywords, and Watch's resume bookkeeping."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+# Before grpc is first imported: gRPC core writes no log lines of its own to stderr
+# (a client reports failures as exceptions), unless the user asked for them.
+os.environ.setdefault("GRPC_VERBOSITY", "NONE")
+os.environ.setdefault("GRPC_TRACE", "")
+
+import grpc  # noqa: E402
+
+from pool_client import config as _config  # noqa: E402
+from pool_client.calls import Rpc  # noqa: E402
+from pool_client.failover import addresses as _addresses  # noqa: E402
+from protos.pool.v1 import claims_pb2, ops_pb2  # noqa: E402
+
+DEFAULT_DEADLINE_S = 30.0      # a call's whole budget, failovers included, unless timeout= says otherwise
+KEEPALIVE_MS = 1_000           # ping an idle connection during a call this often ...
+KEEPALIVE_TIMEOUT_MS = 2_000   # ... and give it up when a ping goes unanswered this long
+TENANT_DEFAULTED = {"Submit", "List", "Watch", "Splits"}   # requests a context's tenant fills in
+
+REQUESTS: dict[str, Any] = {
+    "Submit": claims_pb2.SubmitRequest, "SubmitMany": claims_pb2.SubmitManyRequest,
+    "Progress": claims_pb2.ProgressRequest, "Release": claims_pb2.ReleaseRequest,
+    "Get": claims_pb2.GetClaimRequest, "List": claims_pb2.ListClaimsRequest,
+    "Watch": claims_pb2.WatchRequest, "Plan": claims_pb2.PlanRequest,
+    "Tenants": ops_pb2.TenantsRequest, "Workers": ops_pb2.WorkersRequest, "Explain": ops_pb2.ExplainRequest,
+    "Splits": ops_pb2.SplitsRequest, "PreemptionOrder": ops_pb2.PreemptionOrderRequest,
+    "ReclamationOrder": ops_pb2.ReclamationOrderRequest, "Reclaim": ops_pb2.ReclaimRequest,
+    "Estimate": ops_pb2.EstimateRequest, "LedgerHead": ops_pb2.LedgerHeadRequest,
+    "LedgerExport": ops_pb2.LedgerExportRequest, "RecordWitness": ops_pb2.RecordWitnessRequest,
+    "Cordon": ops_pb2.CordonRequest,
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    addresses: list[str]
+    credentials: grpc.ChannelCredentials | None
+    tenant: str | None
+    connect_timeout: float
+    deadline: float
+    options: tuple[tuple[str, Any], ...]
+    tls: bool
+    ca_path: str | None = None
+    cert_path: str | None = None
+    key_path: str | None = None
+
+    @property
+    def has_cert(self) -> bool:
+        return self.cert_path is not None
+
+
+def settings(scheduler: str | list[str], ca: str | None, cert: str | None, key: str | None, tenant: str | None,
+             timeout: float | None, deadline: float | None, options: tuple = ()) -> Settings:
+    """Check and gather a client's settings; ValueError says what is wrong."""
+    listed = _addresses(scheduler)
+    connect = _config.DEFAULT_TIMEOUT_S if timeout is None else float(timeout)
+    if connect <= 0:
+        raise ValueError("timeout must be > 0 seconds")
+    return Settings(listed, credentials(ca, cert, key), tenant, connect,
+                    DEFAULT_DEADLINE_S if deadline is None else float(deadline),
+                    channel_options(connect) + tuple(options), bool(ca), ca or None, cert or None, key or None)
+
+
+def credentials(ca: str | None, cert: str | None, key: str | None) -> grpc.ChannelCredentials | None:
+    """mTLS channel credentials from PEM paths; None (plaintext) without a CA."""
+    if not ca:
+        if cert or key:
+            raise ValueError("a client certificate and key need a CA too")
+        return None
+    if bool(cert) != bool(key):
+        raise ValueError("a client certificate and its key go together")
+    return grpc.ssl_channel_credentials(_read(ca), _read(key) if key else None, _read(cert) if cert else None)
+
+
+def _read(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as error:
+        raise ValueError(f"{path}: {error.strerror}") from None
+
+
+def channel_options(connect_timeout_s: float) -> tuple[tuple[str, Any], ...]:
+    """Keepalive pings, so a frozen or vanished scheduler is noticed within
+    KEEPALIVE_MS + KEEPALIVE_TIMEOUT_MS of silence during a call; a connection
+    attempt (TCP and TLS handshake) given up after the connect timeout; and
+    reconnection backoff kept short, so a scheduler back after a restart is
+    reached within a second."""
+    connect_ms = max(100, int(connect_timeout_s * 1000))
+    return (("grpc.keepalive_time_ms", KEEPALIVE_MS), ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
+            ("grpc.min_reconnect_backoff_ms", connect_ms), ("grpc.initial_reconnect_backoff_ms", 100),
+            ("grpc.max_reconnect_backoff_ms", 1_000), ("grpc.enable_retries", 0))
+
+
+def request(rpc: Rpc, given: Any, fields: dict[str, Any], tenant: str | None) -> Any:
+    """The request message: `given`, or one built from keyword fields; the context's
+    tenant filled in where the request names none."""
+    if given is None:
+        given = REQUESTS[rpc.name](**fields)
+    elif fields:
+        raise TypeError(f"{rpc.method}: pass a request or keyword fields, not both")
+    if tenant and rpc.name in TENANT_DEFAULTED:
+        if rpc.name == "Watch":
+            if given.WhichOneof("target") is None:
+                given = _copy(given)
+                given.tenant = tenant
+        elif not given.tenant:
+            given = _copy(given)
+            given.tenant = tenant
+    return given
+
+
+def _copy(message: Any) -> Any:
+    out = type(message)()
+    out.CopyFrom(message)
+    return out
+
+
+class Resume:
+    """Watch's memory across reconnections: the last ledger seq seen per claim,
+    so a resumed Watch (which starts again with each claim's current status)
+    delivers only what is newer than what the caller already has."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, int] = {}
+
+    def fresh(self, event: claims_pb2.ClaimEvent) -> bool:
+        claim, seq = event.status.claim_id, event.status.ledger_seq
+        if seq and seq <= self.seen.get(claim, 0):
+            return False
+        self.seen[claim] = seq
+        return True
