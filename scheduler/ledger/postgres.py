@@ -26,6 +26,7 @@ from psycopg import sql
 
 from scheduler.ledger import cose
 from scheduler.ledger.dcbor import DcborError
+from scheduler.ledger.index import Claims, Tree, claims_in
 from scheduler.ledger.receipts import ReceiptError, digest, read_core
 from scheduler.ledger.store import StoreError
 
@@ -50,6 +51,19 @@ DROP TRIGGER IF EXISTS pool_receipts_no_truncate ON pool_receipts;
 CREATE TRIGGER pool_receipts_no_truncate BEFORE TRUNCATE ON pool_receipts
   FOR EACH STATEMENT EXECUTE FUNCTION pool_receipts_append_only();
 """
+# Beside the receipts, in their transaction (index.py): the Merkle tree's
+# complete subtrees and the claim index. A ledger made before them gets them
+# when a store is next opened on it, computed from its receipts.
+_INDEX = """
+CREATE TABLE IF NOT EXISTS pool_merkle (level int, idx bigint, hash bytea NOT NULL, PRIMARY KEY (level, idx));
+CREATE TABLE IF NOT EXISTS pool_claim_receipts (claim text, seq bigint, PRIMARY KEY (claim, seq));
+DROP TRIGGER IF EXISTS pool_merkle_no_change ON pool_merkle;
+CREATE TRIGGER pool_merkle_no_change BEFORE UPDATE OR DELETE ON pool_merkle
+  FOR EACH ROW EXECUTE FUNCTION pool_receipts_append_only();
+"""
+_NODES = "INSERT INTO pool_merkle SELECT * FROM unnest(%s::int[], %s::bigint[], %s::bytea[])"
+_CLAIMS = "INSERT INTO pool_claim_receipts SELECT * FROM unnest(%s::text[], %s::bigint[]) ON CONFLICT DO NOTHING"
+CATCH_UP = 4096   # receipts per transaction when the tree is built from stored receipts
 # The batch goes in only if it extends the stored head (the row before it has
 # the hash its first receipt names; for seq 0 there is no row before) and,
 # when fenced, only while this session holds the lock.
@@ -143,6 +157,26 @@ class PostgresStore:
         if row is None or int(row[0]) != SCHEMA_VERSION:
             raise StoreError(f"schema version {row and row[0]}, expected {SCHEMA_VERSION}")
         self._oid = conn.execute("SELECT 'pool_receipts'::regclass::oid").fetchone()[0]
+        if conn.execute("SELECT to_regclass('pool_claim_receipts') IS NULL").fetchone()[0]:
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_CLASS << 32,))
+                conn.execute(_INDEX)
+        self._catch_up()
+
+    def _catch_up(self) -> None:
+        """Build the tree and the claim index for receipts stored without them
+        (one writer at a time: the creator's lock)."""
+        self.tree = Tree(self.tree_node, self.tree_size())
+        while (size := self.tree_size()) < self.length():
+            raws = list(self.read(size, size + CATCH_UP))
+            with self._conn.transaction():
+                self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_CLASS << 32,))
+                if self._conn.execute("SELECT count(*) FROM pool_merkle WHERE level = 0 AND idx = %s",
+                                      (size,)).fetchone()[0]:
+                    continue   # another store caught up first
+                after, nodes = self.tree.closing(size, raws)
+                self._index(self._conn, nodes, claims_in(size, raws))
+            self.tree.moved(after)
 
     @property
     def lock_key(self) -> int:
@@ -196,8 +230,10 @@ class PostgresStore:
                 return
             at += len(rows)
 
-    def append(self, first_seq: int, receipts: Sequence[tuple[str, bytes]]) -> None:
+    def append(self, first_seq: int, receipts: Sequence[tuple[str, bytes]], claims: Claims | None = None) -> None:
+        """`claims`: the (claim, seq) index rows of these receipts; None reads them from the receipts."""
         raws = [raw for _, raw in receipts]
+        claims = claims_in(first_seq, raws) if claims is None else claims
         args = {"seq": list(range(first_seq, first_seq + len(raws))), "kind": [kind for kind, _ in receipts],
                 "raw": raws, "hash": [digest(raw) for raw in raws], "before": first_seq - 1,
                 "prev": _prev(raws[0]) if first_seq else None, "fenced": self.fenced,
@@ -205,10 +241,16 @@ class PostgresStore:
 
         def insert(conn: psycopg.Connection) -> int:
             with conn.transaction():
-                return conn.execute(_APPEND, args).rowcount
+                inserted = conn.execute(_APPEND, args).rowcount
+                if inserted == len(raws):   # nothing else goes in with a refused batch
+                    self._index(conn, nodes, claims)
+                return inserted
         with self._lock:
             try:
+                after, nodes = self.tree.closing(first_seq, raws)
                 inserted = self._write(f"append at {first_seq}", insert)
+                if inserted == len(raws):
+                    self.tree.moved(after)
             except StoreError as exc:
                 if "duplicate key" in str(exc):
                     raise StoreError(f"append at {first_seq} but the ledger has moved on") from None
@@ -217,6 +259,30 @@ class PostgresStore:
             if self.fenced and not self._holds_lock():
                 raise StoreError(f"append at {first_seq} refused: this session does not hold the leader lock")
             raise StoreError(f"append at {first_seq} but the ledger has moved on")
+
+    @staticmethod
+    def _index(conn: psycopg.Connection, nodes, claims) -> None:
+        if nodes:
+            conn.execute(_NODES, [list(column) for column in zip(*nodes)])
+        if claims:
+            conn.execute(_CLAIMS, [list(column) for column in zip(*claims)])
+
+    # -- the tree and the claim index (read side) ---------------------------
+
+    def tree_size(self) -> int:
+        return self._query(lambda c: c.execute(
+            "SELECT coalesce(max(idx) + 1, 0) FROM pool_merkle WHERE level = 0").fetchone()[0])
+
+    def tree_node(self, level: int, index: int) -> bytes:
+        row = self._query(lambda c: c.execute("SELECT hash FROM pool_merkle WHERE level = %s AND idx = %s",
+                                              (level, index)).fetchone())
+        if row is None:
+            raise StoreError(f"PostgreSQL ledger: no Merkle node ({level}, {index})")
+        return bytes(row[0])
+
+    def claim_seqs(self, claim: str) -> list[int]:
+        return [seq for (seq,) in self._query(lambda c: c.execute(
+            "SELECT seq FROM pool_claim_receipts WHERE claim = %s ORDER BY seq", (claim,)).fetchall())]
 
     def _holds_lock(self) -> bool:
         with self._lock:

@@ -20,6 +20,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from scheduler.ledger.headrecord import Head, HeadRecord, path_for
+from scheduler.ledger.index import Claims, Tree, claims_in
 from scheduler.ledger.receipts import digest
 from scheduler.ledger.store import Loss, StoreCorrupt, StoreError, StoreFull, StoreReadOnly
 
@@ -34,6 +35,19 @@ CREATE TRIGGER receipts_no_update BEFORE UPDATE ON receipts
 CREATE TRIGGER receipts_no_delete BEFORE DELETE ON receipts
   BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;
 """
+# Beside the receipts, written in their transaction (index.py): the Merkle
+# tree's complete subtrees and the claim index. A store made before them gets
+# them when it is next opened for writing, computed from its receipts.
+_INDEX = """
+CREATE TABLE IF NOT EXISTS merkle (level INTEGER, idx INTEGER, hash BLOB NOT NULL,
+  PRIMARY KEY (level, idx)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS claim_receipts (claim TEXT, seq INTEGER, PRIMARY KEY (claim, seq)) WITHOUT ROWID;
+CREATE TRIGGER IF NOT EXISTS merkle_no_update BEFORE UPDATE ON merkle
+  BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;
+CREATE TRIGGER IF NOT EXISTS merkle_no_delete BEFORE DELETE ON merkle
+  BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;
+"""
+CATCH_UP = 4096   # receipts per transaction when a store's tree is built from its receipts
 HEADROOM = 16 << 20   # bytes the probe allocates: room for many group commits of ordinary receipts
 _CORRUPT = {"SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_FORMAT"}
 _READ_ONLY = {"SQLITE_READONLY", "SQLITE_PERM", "SQLITE_AUTH"}
@@ -76,12 +90,14 @@ class SqliteStore:
         self.headroom = headroom
         if not create and not self.path.is_file():
             raise StoreError(f"no ledger at {self.path}")
-        self._lock = threading.Lock()
+        self._lock, self._read_lock = threading.Lock(), threading.Lock()
+        self._reader: sqlite3.Connection | None = None
         self._conn = _connect(self.path, "rwc" if create else "rw")
         self.record = HeadRecord(path_for(self.path))
         try:
             self._prepare()
             self.loss = self._compare(self.record.read())
+            self._catch_up()
         except BaseException as exc:
             self._conn.close()
             if isinstance(exc, sqlite3.Error):
@@ -103,6 +119,23 @@ class SqliteStore:
                                f"expected {SCHEMA_VERSION}")
         if conn.execute("PRAGMA journal_mode=WAL").fetchone()[0] != "wal":
             raise StoreReadOnly(f"{self.path}: cannot switch to WAL")
+        if conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'claim_receipts'").fetchone()[0] == 0:
+            conn.executescript(f"BEGIN; {_INDEX} COMMIT;")
+
+    def _catch_up(self) -> None:
+        """Build the tree and the claim index for receipts stored without them."""
+        size = self.tree_size()
+        length = self._count()
+        if size > length:
+            raise StoreCorrupt(f"{self.path}: its Merkle tree has {size} leaves and it holds {length} receipts")
+        self.tree = Tree(self.tree_node, size)
+        while size < length:
+            raws = [raw for (raw,) in self._conn.execute(
+                "SELECT raw FROM receipts WHERE seq >= ? AND seq < ? ORDER BY seq", (size, size + CATCH_UP))]
+            after, nodes = self.tree.closing(size, raws)
+            self._transaction(lambda: self._index(nodes, claims_in(size, raws)), "cannot index")
+            self.tree.moved(after)
+            size += len(raws)
 
     def _compare(self, recorded: Head | None) -> Loss | None:
         """What the store lost against its record (None: nothing, or no record yet)."""
@@ -139,10 +172,16 @@ class SqliteStore:
         finally:
             conn.close()
 
-    def append(self, first_seq: int, receipts: Sequence[tuple[str, bytes]]) -> None:
+    def append(self, first_seq: int, receipts: Sequence[tuple[str, bytes]], claims: Claims | None = None) -> None:
+        """`claims`: the (claim, seq) index rows of these receipts; None reads them from the receipts."""
         rows = [(first_seq + i, kind, raw) for i, (kind, raw) in enumerate(receipts)]
+        raws = [raw for _, _, raw in rows]
         with self._lock:
-            self._transaction(lambda: self._insert(first_seq, rows), "cannot append to")
+            after, nodes = self.tree.closing(first_seq, raws)
+            claims = claims_in(first_seq, raws) if claims is None else claims
+            self._transaction(lambda: (self._insert(first_seq, rows), self._index(nodes, claims)),
+                              "cannot append to")
+            self.tree.moved(after)
             if self.loss is None and rows:   # a lost history is recorded over only once accepted
                 try:
                     self.record.write(Head(first_seq + len(rows), digest(rows[-1][2])))
@@ -153,6 +192,37 @@ class SqliteStore:
         if self._count() != first_seq:
             raise StoreError(f"append at {first_seq} but the ledger has moved on")
         self._conn.executemany("INSERT INTO receipts VALUES (?, ?, ?)", rows)
+
+    def _index(self, nodes, claims) -> None:
+        self._conn.executemany("INSERT INTO merkle VALUES (?, ?, ?)", nodes)
+        self._conn.executemany("INSERT OR IGNORE INTO claim_receipts VALUES (?, ?)", claims)
+
+    # -- the tree and the claim index (read side) ---------------------------
+
+    def _reading(self, query: str, args: tuple) -> list:
+        with self._read_lock:
+            if self._reader is None:
+                self._reader = _connect(self.path, "ro")
+            try:
+                return self._reader.execute(query, args).fetchall()
+            except sqlite3.Error as exc:
+                raise _mapped(self.path, "cannot read", exc) from None
+
+    def tree_size(self) -> int:
+        """Leaves in the stored tree: the receipts it covers."""
+        rows = self._reading("SELECT max(idx) FROM merkle WHERE level = 0", ())
+        return 0 if rows[0][0] is None else rows[0][0] + 1
+
+    def tree_node(self, level: int, index: int) -> bytes:
+        """The complete subtree (level, index); StoreError if it is not stored."""
+        rows = self._reading("SELECT hash FROM merkle WHERE level = ? AND idx = ?", (level, index))
+        if not rows:
+            raise StoreError(f"{self.path}: no Merkle node ({level}, {index})")
+        return rows[0][0]
+
+    def claim_seqs(self, claim: str) -> list[int]:
+        return [seq for (seq,) in self._reading("SELECT seq FROM claim_receipts WHERE claim = ? ORDER BY seq",
+                                                (claim,))]
 
     def probe(self) -> None:
         """A durable write that changes no receipt, as large as the next appends
@@ -206,6 +276,10 @@ class SqliteStore:
                 raise _mapped(self.path, "cannot read", exc) from None
 
     def close(self) -> None:
+        with self._read_lock:   # first: the writer, closing last, checkpoints and removes the WAL
+            if self._reader is not None:
+                self._reader.close()
+                self._reader = None
         with self._lock:
             self._conn.close()
             self.record.close()

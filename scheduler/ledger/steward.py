@@ -12,7 +12,8 @@ from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from scheduler.ledger import cose, dcbor, receipts, witness
+from scheduler.ledger import cose, dcbor, merkle, receipts, witness
+from scheduler.ledger.index import claim_of
 from scheduler.ledger.fold import Fold, Folder
 from scheduler.ledger.keys import PublicKey, SigningKey
 from scheduler.ledger.receipts import CHECKPOINT, CHECKPOINT_CHUNK, GENESIS, LEDGER_KINDS, LOSS_ACCEPTED, WITNESS, Receipt
@@ -170,7 +171,8 @@ class Steward:
             try:
                 if made[0].entry.seq != self._length:
                     raise StoreError(f"receipt {made[0].entry.seq} does not follow the stored {self._length}")
-                self._store.append(self._length, [(r.entry.kind, r.raw) for r in made])
+                self._store.append(self._length, [(r.entry.kind, r.raw) for r in made],
+                                   [(claim, r.entry.seq) for r in made if (claim := claim_of(r.entry.body))])
             except BaseException:
                 with self._sign_lock:
                     self._signed_length, self._signed_head = self._length, self._head
@@ -223,6 +225,24 @@ class Steward:
                 "witnessed_length": seen.length if seen else 0, "witness_key_id": seen.key_id if seen else None}
         return [*(prepare(CHECKPOINT_CHUNK, {"index": i, "data": chunk}, internal=True)
                   for i, chunk in enumerate(chunks)), prepare(CHECKPOINT, body, internal=True)]
+
+    # -- the Merkle tree (merkle.py, index.py) -------------------------------
+
+    @property
+    def proofs(self) -> merkle.Proofs:
+        """Roots and proofs over the stored tree, which covers every stored receipt."""
+        return merkle.Proofs(self._store.tree_node)
+
+    def root(self, size: int | None = None) -> bytes:
+        """MTH over the first `size` receipts (default: all stored)."""
+        size = self._length if size is None else size
+        if not 0 <= size <= self._length:
+            raise ValueError(f"the ledger has {self._length} receipts, not {size}")
+        return self.proofs.root(0, size)
+
+    def claim_seqs(self, claim: str) -> list[int]:
+        """The seqs of the receipts that name `claim` (index.py), in order."""
+        return [seq for seq in self._store.claim_seqs(claim) if seq < self._length]
 
     def close(self) -> None:
         self._store.close()

@@ -81,10 +81,22 @@ class Store(Protocol):
     def read(self, start: int = 0, stop: int | None = None) -> Iterator[bytes]:
         """Receipts start..stop-1 (to the end if stop is None), in order."""
 
-    def append(self, first_seq: int, receipts: Sequence[tuple[str, bytes]]) -> None:
+    def append(self, first_seq: int, receipts: Sequence[tuple[str, bytes]],
+               claims: Sequence[tuple[str, int]] | None = None) -> None:
         """Store (kind, receipt bytes) pairs as first_seq, first_seq+1, … in one
         transaction: all or none, durable when this returns. StoreError unless
-        first_seq equals length() — a second writer can never fork the chain."""
+        first_seq equals length() — a second writer can never fork the chain.
+        In the same transaction: the Merkle nodes the receipts close, and the
+        (claim, seq) index rows (`claims`; None: read from the receipts), index.py."""
+
+    def tree_node(self, level: int, index: int) -> bytes:
+        """The hash of the complete subtree (level, index) of the Merkle tree."""
+
+    def tree_size(self) -> int:
+        """Receipts the stored tree covers (always length() once opened)."""
+
+    def claim_seqs(self, claim: str) -> list[int]:
+        """Seqs of the receipts whose body names `claim`, in order."""
 
     def latest(self, kind: str) -> int | None:
         """The seq of the last receipt of `kind` (used for checkpoints), or None.

@@ -5,7 +5,7 @@ from collections.abc import Callable
 
 import pytest
 
-from scheduler.ledger import dcbor, keys, receipts
+from scheduler.ledger import dcbor, index, keys, merkle, receipts
 
 Build = Callable[..., list[bytes]]
 
@@ -43,6 +43,7 @@ class MemoryStore:
     def __init__(self) -> None:
         self.rows: list[tuple[str, bytes]] = []
         self.commits = 0
+        self.frontier, self.nodes, self.claims = merkle.Frontier(), {}, {}
 
     def length(self) -> int:
         return len(self.rows)
@@ -50,10 +51,23 @@ class MemoryStore:
     def read(self, start=0, stop=None):
         return (raw for _, raw in self.rows[start:stop])
 
-    def append(self, first_seq, receipts) -> None:
+    def append(self, first_seq, receipts, claims=None) -> None:
         assert first_seq == len(self.rows)
         self.rows.extend(receipts)
         self.commits += 1
+        for claim, seq in index.claims_in(first_seq, [raw for _, raw in receipts]) if claims is None else claims:
+            self.claims.setdefault(claim, []).append(seq)
+        for level, at, value in self.frontier.extend(merkle.leaf_hash(raw) for _, raw in receipts):
+            self.nodes[level, at] = value
+
+    def tree_node(self, level, at):
+        return self.nodes[level, at]
+
+    def tree_size(self):
+        return self.frontier.size
+
+    def claim_seqs(self, claim):
+        return self.claims.get(claim, [])
 
     def latest(self, kind):
         return max((i for i, (k, _) in enumerate(self.rows) if k == kind), default=None)

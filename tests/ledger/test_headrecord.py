@@ -51,10 +51,14 @@ def test_every_commit_moves_the_record(tmp_path, steward_key):
 
 
 def _shorten(path, keep):
-    """What a lost WAL does: the store as it was at `keep` receipts."""
+    """What a lost WAL does: the store as it was at `keep` receipts (its tree
+    and claim index too: they are written in the receipts' transactions)."""
     conn = sqlite3.connect(path)
     conn.execute("DROP TRIGGER receipts_no_delete")
+    conn.execute("DROP TRIGGER merkle_no_delete")
     conn.execute("DELETE FROM receipts WHERE seq >= ?", (keep,))
+    conn.execute("DELETE FROM merkle WHERE (idx + 1) << level > ?", (keep,))
+    conn.execute("DELETE FROM claim_receipts WHERE seq >= ?", (keep,))
     conn.commit()
     conn.close()
 

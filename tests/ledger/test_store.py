@@ -90,11 +90,11 @@ class CountingStore:
     def __getattr__(self, name):
         return getattr(self.store, name)
 
-    def append(self, first_seq, receipts):
+    def append(self, first_seq, receipts, claims=None):
         if self.fail_next:
             self.fail_next = False
             raise StoreError("disk full")
-        self.store.append(first_seq, receipts)
+        self.store.append(first_seq, receipts, claims)
         self.commits += 1
         self.durable = first_seq + len(receipts)
 
@@ -331,7 +331,8 @@ def test_the_documented_grants_are_enough_to_lead_and_append_and_no_more(postgre
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute(f"CREATE ROLE {role} LOGIN")
         conn.execute(f"GRANT USAGE ON SCHEMA {schema} TO {role}")
-        conn.execute(f"GRANT SELECT, INSERT ON {schema}.pool_receipts TO {role}")
+        conn.execute(f"GRANT SELECT, INSERT ON {schema}.pool_receipts, {schema}.pool_merkle, "
+                     f"{schema}.pool_claim_receipts TO {role}")
         conn.execute(f"GRANT SELECT ON {schema}.pool_ledger_meta TO {role}")
     app_dsn = f"{postgres_dsn} user={role}"            # (libpq: the last keyword wins)
     try:

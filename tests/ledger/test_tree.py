@@ -1,0 +1,93 @@
+"""The Merkle tree and the claim index kept beside the receipts, in both
+stores: written in the receipts' transaction, equal to the RFC 9162 root over
+the receipts read back, surviving a reopen, a second writer of a shared store,
+and built from the receipts for a store that had none."""
+
+import psycopg
+import pytest
+
+from scheduler.ledger import merkle
+from scheduler.ledger.postgres import PostgresStore
+from scheduler.ledger.steward import Steward, prepare
+from tests.ledger.test_store import backend  # noqa: F401  (the fixture: SQLite and PostgreSQL)
+
+
+def claims(i):
+    return {"claim_id": f"c{i % 3}", "hold_uj": i} if i % 2 else {"spec": {"claim_id": f"c{i % 3}"}, "seq": i}
+
+
+def reference(store):
+    raws = list(store.read())
+    return merkle.root_of([merkle.leaf_hash(raw) for raw in raws]), len(raws)
+
+
+def named(store, claim):
+    """The seqs whose bodies name the claim, found by reading every receipt."""
+    from scheduler.ledger.index import claims_in
+    return [seq for c, seq in claims_in(0, store.read()) if c == claim]
+
+
+def test_the_tree_and_index_follow_every_append_and_survive_a_reopen(backend, steward_key):  # noqa: F811
+    store = backend.open()
+    steward = Steward.open(store, steward_key)
+    for i in range(1, 24):
+        steward.commit([prepare("claim_admitted", claims(i * 7 + j)) for j in range(i % 4 + 1)])
+        if i % 5 == 0:
+            steward.append("metered", {"worker_id": "w", "window_seq": i, "deltas": []})
+    root, n = reference(store)
+    assert store.tree_size() == n == steward.length and steward.root() == root
+    assert steward.claim_seqs("c1") == named(store, "c1") and steward.claim_seqs("c1")
+    for size in (1, 2, 5, n):
+        assert steward.root(size) == merkle.root_of([merkle.leaf_hash(r) for r in store.read(0, size)])
+    steward.close()
+    again = Steward.open(backend.open(create=False), steward_key)
+    again.append("claim_admitted", claims(1))
+    root, n = reference(again._store)
+    assert again.root() == root and again._store.tree_size() == n
+    proof = again.proofs.inclusion(n - 1, n)
+    assert merkle.verify_inclusion(n - 1, n, merkle.leaf_hash(next(again.read(n - 1))), proof, root)
+    again.close()
+
+
+def test_a_store_without_a_tree_gets_one_from_its_receipts(backend, steward_key):  # noqa: F811
+    store = backend.open()
+    steward = Steward.open(store, steward_key)
+    steward.commit([prepare("claim_admitted", claims(i)) for i in range(9)])
+    seqs = steward.claim_seqs("c2")
+    steward.close()
+    if backend.name == "sqlite":
+        backend.try_sql("DROP TABLE merkle")
+        backend.try_sql("DROP TABLE claim_receipts")
+    else:
+        backend.try_sql("DROP TABLE pool_merkle")
+        backend.try_sql("DROP TABLE pool_claim_receipts")
+    store = backend.open(create=False)
+    root, n = reference(store)
+    assert store.tree_size() == n == 10 and merkle.Proofs(store.tree_node).root(0, n) == root
+    assert store.claim_seqs("c2") == seqs
+    store.close()
+
+
+def test_a_refused_append_adds_no_node(backend, steward_key, small):  # noqa: F811
+    store = backend.open()
+    store.append(0, [("genesis", small[0])])
+    with pytest.raises(Exception):
+        store.append(0, [("genesis", small[0])])   # the ledger has moved on
+    store.append(1, [("claim.submitted", small[1])])
+    assert store.tree_size() == 2
+    assert merkle.Proofs(store.tree_node).root(0, 2) == merkle.root_of([merkle.leaf_hash(r) for r in small[:2]])
+    store.close()
+
+
+def test_two_writers_of_one_postgresql_ledger_keep_one_tree(postgres_dsn, small):
+    """A standby that takes over appends on top of what the old leader stored."""
+    first, second = PostgresStore(postgres_dsn, create=True), PostgresStore(postgres_dsn)
+    first.append(0, [("genesis", small[0])])
+    first.append(1, [("k", raw) for raw in small[1:4]])
+    second.append(4, [("k", raw) for raw in small[4:]])
+    root, n = reference(second)
+    assert merkle.Proofs(first.tree_node).root(0, n) == root and first.tree_size() == n
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn, pytest.raises(psycopg.errors.RaiseException):
+        conn.execute("UPDATE pool_merkle SET hash = hash")
+    first.close()
+    second.close()
