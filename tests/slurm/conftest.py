@@ -44,3 +44,199 @@ def slurm():
     yield start
     for c in started:
         c.remove()
+
+
+# -- Pool governing the cluster ------------------------------------------------
+# A pool-scheduler with workers node1 and node2 (8 GPUs each, registered as
+# their agents would), the test cluster with pool-slurm's hooks and job_submit.lua,
+# and the bridge daemon; `Governed` submits jobs and reads both sides.
+
+import json as _json
+import os
+import subprocess
+import time
+from dataclasses import dataclass, field
+
+from protos.pool.v1 import agent_pb2, claims_pb2, ops_pb2, types_pb2
+
+BIN = Path(sys.executable).parent
+GB = 8   # GPUs per node, as the test cluster's slurm.conf
+
+TREE = """
+[[tenants]]
+name = "root"
+guarantee_uj = 1_000_000_000_000
+guarantee_mdev = 16000
+
+[[tenants]]
+name = "alpha"
+parent = "root"
+guarantee_uj = 500_000_000_000
+guarantee_mdev = 8000
+
+[[tenants]]
+name = "beta"
+parent = "root"
+guarantee_uj = 500_000_000_000
+guarantee_mdev = 8000
+
+[[work_classes]]
+name = "train"
+required = 2
+
+[idle]
+window_ns = 1_000_000_000
+
+[[idle.thresholds]]
+device_kind = "NVIDIA H200"
+uw = 50_000_000
+"""
+
+
+@dataclass
+class Governed:
+    scheduler: object
+    cluster: slurm_cluster.Cluster
+    dir: Path
+    config: Path
+    bridge: subprocess.Popen | None = None
+    seq: dict = field(default_factory=dict)
+
+    # -- Slurm ------------------------------------------------------------------
+    def run(self, *command: str, check: bool = True) -> subprocess.CompletedProcess:
+        done = subprocess.run(list(command), capture_output=True, text=True, env=self.cluster.env(), timeout=30)
+        if check:
+            assert done.returncode == 0, f"{command}: {done.stderr}"
+        return done
+
+    def sbatch(self, account: str = "acctA", gpus: int = 1, comment: str = "pool:estimate=1kJ", nodes: int = 1,
+               script: str = "sleep 300", *extra: str) -> str:
+        out = self.dir / "out"
+        out.mkdir(exist_ok=True)
+        args = ["sbatch", "--parsable", f"--account={account}", f"--gres=gpu:{gpus}", f"-N{nodes}",
+                f"--output={out}/%j.out", *extra]
+        if comment:
+            args.append(f"--comment={comment}")
+        return self.run(*args, "--wrap", script).stdout.strip().split(";")[0]
+
+    def job(self, key: str) -> dict:
+        """One line of `scontrol show job` parsed into a dict (AdminComment whole)."""
+        shown = self.run("scontrol", "show", "-o", "job", key, check=False).stdout
+        fields = {}
+        if "AdminComment=" in shown:
+            head, admin = shown.split("AdminComment=", 1)
+            admin, _, rest = admin.partition(" Comment=") if " Comment=" in admin else (admin, "", "")
+            fields["AdminComment"] = admin.strip()
+            shown = head + " Comment=" + rest if rest else head
+        for token in shown.split():
+            name, _, value = token.partition("=")
+            fields.setdefault(name, value)
+        return fields
+
+    def state(self, key: str) -> str:
+        return self.job(key).get("JobState", "")
+
+    def wait_state(self, key: str, *states: str, timeout: float = 60) -> None:
+        e2e.wait_for(f"job {key} to be {'/'.join(states)} (is {self.state(key)})",
+                     lambda: self.state(key) in states, timeout)
+
+    # -- Pool -------------------------------------------------------------------
+    def claims(self, key: str) -> list:
+        """Every claim of job `key`, settled ones included, in id order."""
+        prefix = f"slurm.pooltest.{key}."
+        out, token = [], ""
+        while True:
+            page = self.scheduler.claims.List(claims_pb2.ListClaimsRequest(page_token=token), timeout=10)
+            out += [c for c in page.claims if c.claim_id.startswith(prefix)]
+            token = page.next_page_token
+            if not token:
+                return sorted(out, key=lambda c: c.claim_id)
+
+    def open_claims(self, key: str) -> list:
+        return [c for c in self.claims(key) if c.state in (types_pb2.PENDING, types_pb2.ADMITTED)]
+
+    def meter(self, claim: object, uj_per_device: int, seconds: int = 1) -> None:
+        """One window per device of `claim`, charging it `uj_per_device` each, as node's agent would stream."""
+        now = time.time_ns()
+        self.seq[claim.worker] = self.seq.get(claim.worker, 0) + 1
+        windows = [agent_pb2.Window(device_id=device, seq=self.seq[claim.worker] * 100 + i,
+                                    start_ns=now - seconds * 1_000_000_000, end_ns=now, uj=uj_per_device,
+                                    grade=types_pb2.GRADE_HW_SHUNT)
+                   for i, device in enumerate(sorted(claim.devices_mdev))]
+        self.scheduler.stream(claim.worker, windows)
+        self.scheduler.register(claim.worker, gpus=GB)   # the stream's end took the worker's liveness: back
+
+    def start_bridge(self) -> None:
+        log = open(self.dir / "bridge.log", "a")
+        self.bridge = subprocess.Popen([str(BIN / "pool-slurm"), "run", "--config", str(self.config)],
+                                       stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+    def stop_bridge(self, kill: bool = False) -> None:
+        if self.bridge is not None and self.bridge.poll() is None:
+            (self.bridge.kill if kill else self.bridge.terminate)()
+            self.bridge.wait(timeout=20)
+
+    def log(self) -> str:
+        parts = [(self.dir / "bridge.log").read_text() if (self.dir / "bridge.log").exists() else ""]
+        parts.append(self.cluster.log("slurmctld"))
+        return "\n".join(parts)[-6000:]
+
+
+def bridge_config(directory: Path, scheduler, cluster_dir: Path, extra: str = "") -> Path:
+    cert, key = scheduler.pki.files("operator")
+    path = directory / "pool-slurm.toml"
+    path.write_text(f"""
+[pool]
+scheduler = "{scheduler.address}"
+ca = "{scheduler.pki.ca}"
+cert = "{cert}"
+key = "{key}"
+
+[slurm]
+conf = "{cluster_dir / 'slurm.conf'}"
+cluster = "pooltest"
+partitions = ["gpu"]
+
+[bridge]
+poll_ms = 200
+{extra}
+
+[accounts.acctA]
+tenant = "alpha"
+
+[accounts.acctB]
+tenant = "beta"
+""")
+    return path
+
+
+@pytest.fixture
+def governed(cluster, tmp_path):
+    """governed(extra="...") -> Governed: Pool, Slurm with the hooks, and the bridge running."""
+    _skip_without_slurm()
+    made: list[Governed] = []
+
+    def start(extra: str = "", bridge: bool = True) -> Governed:
+        s = cluster(tree=TREE, hosts=("node1", "node2"))
+        for node in ("node1", "node2"):
+            s.register(node, gpus=GB)
+        where = slurm_cluster.scratch()
+        config = bridge_config(tmp_path, s, where, extra)
+        hook = where / "pool-slurm-hook"
+        hook.write_text(f"#!/bin/sh\nPOOL_SLURM_CONFIG={config} exec {BIN / 'pool-slurm'} "
+                        f">>{tmp_path / 'hooks.log'} 2>&1\n")
+        hook.chmod(0o755)
+        from pool_slurm.main import job_submit_lua
+        c = slurm_cluster.Cluster(where).write(prolog=str(hook), epilog=str(hook),
+                                               job_submit=job_submit_lua(["gpu"]))
+        g = Governed(s, c, tmp_path, config)
+        made.append(g)
+        c.start()
+        if bridge:
+            g.start_bridge()
+        return g
+
+    yield start
+    for g in made:
+        g.stop_bridge()
+        g.cluster.remove()

@@ -1,0 +1,254 @@
+"""The bridge daemon: it reconciles Slurm's jobs with Pool's claims, level-
+triggered, every `poll_ms` (docs/SLURM.md, "What the bridge does"). Each cycle
+reads both sides whole, so a bridge that was down, or a Pool that restarted,
+is caught up by the next cycle with nothing remembered in between:
+
+- a held GPU job in a governed partition with no open claim gets one (or a
+  gang); a job that cannot become a claim stays held with the problem in its
+  AdminComment;
+- a pending job whose claims Pool admitted is pinned to Pool's workers
+  (NodeList) and released; one whose claims still wait is held, with Pool's
+  reason in its AdminComment (a job released by hand is held again);
+- a started job with no admitted claim (Pool preempted or reclaimed it, or it
+  never had one) is requeued and held, or cancelled, per the config;
+- a claim whose job ended, or is gone, is released.
+
+PrologSlurmctld (hooks.py) is the second gate: whatever this loop misses, a job
+starts only when its claims are admitted where Slurm put it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+
+from protos.pool.v1 import claims_pb2, types_pb2
+
+from pool_slurm import jobs as J
+from pool_slurm.config import Config
+from pool_slurm.pool import Pool, PoolError
+from pool_slurm.slurm import STARTED, Slurm, SlurmError
+
+log = logging.getLogger("pool_slurm.bridge")
+
+ADMITTED, PENDING = types_pb2.ADMITTED, types_pb2.PENDING
+ENDED_BY_POOL = (types_pb2.PREEMPTED, types_pb2.RECLAIMED)
+DONE = ("COMPLETING", "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
+        "DEADLINE", "OUT_OF_MEMORY", "SPECIAL_EXIT")
+
+
+def governed(config: Config, job: J.Job) -> bool:
+    return job.wants_gpus and any(p in config.partitions for p in job.partition.split(","))
+
+
+class Bridge:
+    def __init__(self, config: Config, slurm: Slurm, pool: Pool) -> None:
+        self.config, self.slurm, self.pool = config, slurm, pool
+        self.prefix = f"{J.PREFIX}.{config.cluster}."
+        self.acted: dict[str, float] = {}     # job key -> when it was last requeued/cancelled by us
+        self.attempts: dict[str, int] = {}    # job key -> the attempt its next claim takes
+        self.unreachable_since: float | None = None
+        self.reported: set[str] = set()
+
+    # -- one cycle -----------------------------------------------------------------
+
+    def cycle(self) -> None:
+        slurm_jobs = [j for j in self.slurm.jobs() if governed(self.config, j)]
+        try:
+            claims = self.pool.open_claims(self.prefix)
+            workers = self.pool.workers()
+        except PoolError as exc:
+            if exc.code != "UNREACHABLE":
+                raise
+            self._unreachable(slurm_jobs, exc)
+            return
+        self.unreachable_since = None
+        by_job: dict[str, dict[int, list[claims_pb2.ClaimStatus]]] = defaultdict(lambda: defaultdict(list))
+        for c in claims:
+            parsed = J.parse_claim_id(c.claim_id, self.config.cluster)
+            if parsed is not None:
+                by_job[parsed[0]][parsed[1]].append(c)
+        known = {j.key for j in slurm_jobs}
+        for key, attempts in by_job.items():
+            if key not in known:   # its job is gone (cancelled while we were away, or purged)
+                for members in attempts.values():
+                    self._release(key, members, "its job is gone")
+        max_gpus = max((len(w.gpus) or w.capacity.resources.gpu_mdev // J.MDEV_PER_GPU for w in workers),
+                       default=None)
+        submits: list[tuple[J.Job, list[claims_pb2.SubmitRequest]]] = []
+        for job in slurm_jobs:
+            attempts = by_job.get(job.key, {})
+            current = attempts[max(attempts)] if attempts else []
+            for stale in sorted(attempts)[:-1]:   # an older attempt still open: ours, superseded
+                self._release(job.key, attempts[stale], "superseded by a later attempt")
+            try:
+                if job.state == "PENDING":
+                    self._pending(job, current, max_gpus, submits)
+                elif job.state in STARTED:
+                    self._started(job, current)
+                elif job.state in DONE and current:
+                    self._release(job.key, current, f"its job is {job.state}")
+            except (SlurmError, PoolError) as exc:
+                log.warning("job %s: %s", job.key, exc)
+        if submits:
+            self._submit(submits)
+
+    # -- pending jobs ----------------------------------------------------------------
+
+    def _pending(self, job: J.Job, current: list, max_gpus: int | None, submits: list) -> None:
+        want = J.ask(job, self.config.accounts, max_gpus)
+        if isinstance(want, J.Problem):
+            self._hold(job)
+            self._comment(job, J.problem_comment(want))
+            return
+        if not current:
+            self._hold(job)
+            attempt = self._next_attempt(job)
+            submits.append((job, self._requests(job, want, attempt)))
+            return
+        admitted = [c for c in current if c.state == ADMITTED]
+        if len(admitted) == want.nodes:
+            nodes = [self.config.node(c.worker) for c in sorted(admitted, key=lambda c: c.claim_id)]
+            if job.required_nodes != ",".join(nodes) or job.held:
+                self.slurm.pin(job.key, nodes)
+                self._comment(job, f"pool:claim={admitted[0].claim_id} admitted on {','.join(nodes)}")
+                if job.held:
+                    self.slurm.release(job.key)
+            return
+        waiting = next(c for c in sorted(current, key=lambda c: c.claim_id) if c.state != ADMITTED)
+        text = J.pending_comment(current[0].claim_id, types_pb2.Reason.Name(waiting.reason), waiting.queue_position)
+        if not job.held:
+            self._hold(job)
+            text = "held again by Pool (released without an admitted claim); " + text
+        self._comment(job, text)
+
+    def _next_attempt(self, job: J.Job) -> int:
+        last = J.claim_in_comment(job.admin_comment)
+        parsed = J.parse_claim_id(last, self.config.cluster) if last else None
+        attempt = parsed[1] + 1 if parsed and parsed[0] == job.key else 0
+        return max(attempt, self.attempts.get(job.key, 0))
+
+    def _requests(self, job: J.Job, want: J.Ask, attempt: int) -> list[claims_pb2.SubmitRequest]:
+        ids = J.claim_ids(self.config.cluster, job.key, attempt, want.nodes)
+        gpu_types = [self.config.gpu_types[want.gpu_type]] if want.gpu_type in self.config.gpu_types else []
+        resources = types_pb2.Resources(gpu_mdev=want.gpu_mdev, gpu_types=gpu_types)
+        gang = J.claim_base(self.config.cluster, job.key, attempt) if want.nodes > 1 else ""
+        placement = types_pb2.PLACEMENT_EXCLUSIVE if want.nodes > 1 else types_pb2.PLACEMENT_SHARED
+        return [claims_pb2.SubmitRequest(claim_id=i, tenant=want.tenant, gang_id=gang,
+                                         gang_size=want.nodes if gang else 0, resources=resources,
+                                         placement=placement, estimate_uj=want.estimate_uj,
+                                         work_class=want.work_class, priority=want.priority) for i in ids]
+
+    def _submit(self, submits: list[tuple[J.Job, list[claims_pb2.SubmitRequest]]]) -> None:
+        flat = [r for _, requests in submits for r in requests]
+        results = self.pool.submit_many(flat)
+        at = 0
+        for job, requests in submits:
+            mine, at = results[at:at + len(requests)], at + len(requests)
+            refused = [r.refused for r in mine if r.WhichOneof("result") == "refused"]
+            settled = [r.status for r in mine if r.WhichOneof("result") == "status"
+                       and r.status.state not in (PENDING, ADMITTED)]
+            parsed = J.parse_claim_id(requests[0].claim_id, self.config.cluster)
+            try:
+                if refused:
+                    code = types_pb2.ErrorCode.Name(refused[0].code)
+                    self._comment(job, J.problem_comment(J.Problem(code, refused[0].message)))
+                elif settled:   # an earlier attempt's id, settled: the next cycle takes the next attempt
+                    self.attempts[job.key] = parsed[1] + 1
+                else:
+                    status = mine[0].status
+                    self._comment(job, J.pending_comment(requests[0].claim_id, types_pb2.Reason.Name(status.reason),
+                                                         status.queue_position))
+            except SlurmError as exc:
+                log.warning("job %s: %s", job.key, exc)
+
+    # -- started jobs -----------------------------------------------------------------
+
+    def _started(self, job: J.Job, current: list) -> None:
+        if current and all(c.state == ADMITTED for c in current):
+            self._energy(job, current)
+            return
+        if time.monotonic() - self.acted.get(job.key, -1e9) < 5:
+            return   # already requeued or cancelled: Slurm is taking it down
+        last = J.claim_in_comment(job.admin_comment)
+        ended = self.pool.get(last) if last else None
+        if ended is not None and ended.state in ENDED_BY_POOL:
+            how = types_pb2.ClaimState.Name(ended.state)
+            policy = self.config.on_preempt
+        else:
+            how, policy = "running without an admitted claim", self.config.running_without_claim
+        if policy == "report":
+            if job.key not in self.reported:
+                log.error("job %s is %s with no admitted claim (policy: report)", job.key, job.state)
+                self.reported.add(job.key)
+            return
+        log.info("job %s: claim %s %s: %s", job.key, last, how, policy)
+        self.acted[job.key] = time.monotonic()
+        if policy == "cancel":
+            self.slurm.cancel(job.key)
+        else:
+            self.slurm.requeue_hold(job.key)
+
+    def _energy(self, job: J.Job, current: list) -> None:
+        """Keep a running job's AdminComment at its claims' energy: Slurm 22.05 refuses any update
+        of a finished job ("Job has already finished"), so the figure a job ends with is the last
+        one written while it ran (docs/SLURM.md, "Joules on every job")."""
+        measured = sum(c.measured_uj for c in current)
+        shown = J.energy_in_comment(job.admin_comment)
+        if shown is not None and shown == measured and "state=ADMITTED" in job.admin_comment:
+            return
+        first = min(current, key=lambda c: c.claim_id)
+        uj, grades, gaps = 0, [], 0
+        for c in current:
+            figure = self.pool.claim_energy(c)
+            uj, gaps = uj + figure[0], gaps + figure[2]
+            grades.append(figure[1])
+        self._comment(job, J.energy_comment(first.claim_id, "ADMITTED", uj, J.worst_grade(grades), gaps))
+
+    # -- helpers ---------------------------------------------------------------------
+
+    def _release(self, key: str, members: list, why: str) -> None:
+        for c in members:
+            if self.pool.release(c.claim_id) is not None:
+                log.info("claim %s released: %s", c.claim_id, why)
+
+    def _hold(self, job: J.Job) -> None:
+        if not job.held:
+            self.slurm.hold(job.key)
+
+    def _comment(self, job: J.Job, text: str) -> None:
+        if job.admin_comment != text:
+            self.slurm.admin_comment(job.key, text)
+
+    def _unreachable(self, slurm_jobs: list[J.Job], exc: PoolError) -> None:
+        now = time.monotonic()
+        if self.unreachable_since is None:
+            self.unreachable_since = now
+            log.warning("Pool unreachable: %s", exc)
+        waited_ms = (now - self.unreachable_since) * 1000
+        fail_open = self.config.on_unreachable == "open" and waited_ms >= self.config.unreachable_after_ms
+        for job in slurm_jobs:
+            if job.state != "PENDING":
+                continue
+            try:
+                if fail_open:
+                    self._comment(job, "pool:fail-open: Pool unreachable, released without a claim")
+                    if job.held:
+                        self.slurm.release(job.key)
+                else:
+                    self._hold(job)
+                    self._comment(job, "pool:waiting: Pool is unreachable (fail-closed); the job waits until "
+                                       "pool-slurm reaches pool-scheduler again")
+            except SlurmError as exc:
+                log.warning("job %s: %s", job.key, exc)
+
+    def run(self, stop=lambda: False) -> None:
+        period = self.config.poll_ms / 1000
+        while not stop():
+            started = time.monotonic()
+            try:
+                self.cycle()
+            except (SlurmError, PoolError) as exc:
+                log.warning("cycle: %s", exc)
+            time.sleep(max(0.0, period - (time.monotonic() - started)))

@@ -1,0 +1,168 @@
+"""PrologSlurmctld and EpilogSlurmctld (docs/SLURM.md, "The hooks").
+
+slurmctld runs them as root with the job in its environment (SLURM_JOB_ID,
+SLURM_JOB_PARTITION, ...) but without SLURM_CONF or any GPU variable, and
+without arguments: `pool-slurm` with SLURM_SCRIPT_CONTEXT=prolog_slurmctld or
+epilog_slurmctld set is the hook.
+
+The prolog never refuses with a non-zero exit (Slurm would requeue the job
+every ~2 min for ever): a job it may not start is requeued and held by the
+prolog itself (`scontrol requeuehold`) and the hook exits 0. Only when even
+that fails does it exit 1, which is Slurm's own requeue: still not a start.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+log = logging.getLogger("pool_slurm.hooks")
+
+
+def _members(claim_id: str, nodes: int) -> list[str]:
+    base, dot, member = claim_id.rpartition(".n")
+    if dot and member.isdecimal():
+        return [f"{base}.n{i}" for i in range(nodes)]
+    return [claim_id]
+
+
+def _claims_for(pool, config, key: str, hint: str | None, nodes: int) -> list:
+    """The job's open claims: those its AdminComment names, else any open claim of its key."""
+    from pool_slurm import jobs as J
+    if hint:
+        found = [pool.get(c) for c in _members(hint, nodes)]
+        if all(s is not None and s.state == 2 for s in found):   # ADMITTED
+            return found
+    attempts: dict[int, list] = {}
+    for c in pool.open_claims(f"{J.PREFIX}.{config.cluster}.{key}."):
+        parsed = J.parse_claim_id(c.claim_id, config.cluster)
+        if parsed and parsed[0] == key:
+            attempts.setdefault(parsed[1], []).append(c)
+    return attempts[max(attempts)] if attempts else []
+
+
+def _key() -> str:
+    array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
+    return f"{array}_{task}" if array and task else os.environ["SLURM_JOB_ID"]
+
+
+def prolog(config) -> int:
+    from pool_slurm.pool import Pool, PoolError
+    from pool_slurm.slurm import Slurm, SlurmError
+    from pool_slurm import jobs as J
+    job_id = os.environ["SLURM_JOB_ID"]
+    slurm = Slurm(config.env())
+    key = _key()
+    try:
+        detail = slurm.detail(job_id)
+        if not any(detail.nodes.values()):
+            return 0   # no GPUs on any node: not Pool's
+        pool = Pool(config)
+        try:
+            claims = _claims_for(pool, config, key, J.claim_in_comment(detail.admin_comment), len(detail.nodes))
+            where = {config.worker(n) for n in detail.nodes}
+            admitted = [c for c in claims if c.state == 2]
+            if claims and len(admitted) == len(claims) == len(detail.nodes) and {c.worker for c in admitted} == where:
+                _bind(pool, config, admitted, detail)
+                return 0
+            why = ("its claims wait in Pool" if claims else "it has no claim in Pool") + \
+                f" (Slurm put it on {','.join(detail.nodes)})"
+        finally:
+            pool.close()
+    except PoolError as exc:
+        if exc.code == "UNREACHABLE" and config.on_unreachable == "open":
+            _note(slurm, job_id, "pool:fail-open: Pool unreachable at start, ran without a claim")
+            return 0
+        why = f"Pool could not confirm an admission ({exc})"
+    except SlurmError as exc:
+        why = f"Slurm could not be read ({exc})"
+    log.warning("job %s not started: %s", key, why)
+    try:
+        slurm.requeue_hold(job_id)
+    except SlurmError as exc:
+        log.error("job %s: requeuehold failed (%s): exiting 1, Slurm requeues it", key, exc)
+        return 1
+    _note(slurm, job_id, f"pool:held at start: {why}; the bridge releases it once Pool admits it")
+    return 0
+
+
+def _bind(pool, config, admitted: list, detail) -> None:
+    """Tell Pool which GPUs Slurm gave each member (the claim-binding rule, RULES §10)."""
+    bind = getattr(pool, "bind", None)
+    if bind is None:
+        return
+    for c in admitted:
+        node = config.node(c.worker)
+        bind(c, list(detail.nodes.get(node, ())))
+
+
+def _note(slurm, job_id: str, text: str) -> None:
+    try:
+        slurm.admin_comment(job_id, text)
+    except Exception as exc:   # a note that cannot be written changes no decision
+        log.warning("job %s: AdminComment not written: %s", job_id, exc)
+
+
+def epilog(config) -> int:
+    """Release the job's claims and write their energy into its AdminComment."""
+    from pool_slurm.pool import Pool, PoolError
+    from pool_slurm.slurm import Slurm, SlurmError
+    from pool_slurm import jobs as J
+    job_id = os.environ["SLURM_JOB_ID"]
+    slurm = Slurm(config.env())
+    try:
+        detail = slurm.detail(job_id)
+        hint = J.claim_in_comment(detail.admin_comment)
+        if not hint:
+            return 0
+        nodes = int(os.environ.get("SLURM_JOB_NUM_NODES") or len(detail.nodes) or 1)
+        pool = Pool(config)
+        try:
+            statuses = [pool.get(c) for c in _members(hint, nodes)]
+            statuses = [s for s in statuses if s is not None]
+            # only what ran is released here: a claim still pending (a start the prolog refused) stays queued
+            statuses = [(pool.release(s.claim_id) or pool.get(s.claim_id)) if s.state == 2 else s for s in statuses]
+            figures = [pool.claim_energy(s) for s in statuses]
+        finally:
+            pool.close()
+        if statuses:
+            from protos.pool.v1 import types_pb2
+            text = J.energy_comment(statuses[0].claim_id, types_pb2.ClaimState.Name(statuses[0].state),
+                                    sum(f[0] for f in figures), J.worst_grade([f[1] for f in figures]),
+                                    sum(f[2] for f in figures))
+            log.info("job %s: %s", job_id, text)
+            try:   # a requeued job takes it; a finished one does not (Slurm: "Job has already finished")
+                slurm.admin_comment(job_id, text)
+            except SlurmError:
+                pass
+    except (PoolError, SlurmError) as exc:
+        log.warning("job %s epilog: %s (the bridge releases the claim on its next cycle)", job_id, exc)
+    return 0
+
+
+def main(config_path=None) -> int:
+    from pool_slurm.config import ConfigError, load
+    context = os.environ.get("SLURM_SCRIPT_CONTEXT", "")
+    logging.basicConfig(level=logging.INFO, format=f"pool-slurm {context}: %(message)s", stream=sys.stderr)
+    try:
+        config = load(config_path)
+    except ConfigError as exc:
+        log.error("%s", exc)
+        if context == "prolog_slurmctld":   # fail closed: no config, no start
+            from pool_slurm.slurm import Slurm
+            try:
+                Slurm({**os.environ}).requeue_hold(os.environ["SLURM_JOB_ID"])
+                return 0
+            except Exception:
+                return 1
+        return 0
+    if context == "prolog_slurmctld":
+        if os.environ.get("SLURM_JOB_PARTITION", "") and not any(
+                p in config.partitions for p in os.environ["SLURM_JOB_PARTITION"].split(",")):
+            return 0
+        return prolog(config)
+    if context == "epilog_slurmctld":
+        return epilog(config)
+    log.error("SLURM_SCRIPT_CONTEXT=%r: not a hook pool-slurm knows", context)
+    return 0

@@ -1,0 +1,66 @@
+"""pool-slurm: the bridge between Slurm and Pool (docs/SLURM.md).
+
+    pool-slurm run [--config PATH]         the bridge daemon (systemd/pool-slurm.service)
+    pool-slurm job-submit-lua [--config]   print the job_submit.lua that holds governed GPU jobs
+    pool-slurm                              as PrologSlurmctld / EpilogSlurmctld (SLURM_SCRIPT_CONTEXT)
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+from importlib import resources
+from pathlib import Path
+
+
+def job_submit_lua(partitions) -> str:
+    template = (resources.files("pool_slurm") / "job_submit.lua").read_text()
+    governed = ", ".join(f'["{p}"] = true' for p in partitions)
+    return template.replace("@GOVERNED@", governed)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv and os.environ.get("SLURM_SCRIPT_CONTEXT"):
+        from pool_slurm.hooks import main as hook
+        return hook()
+    parser = argparse.ArgumentParser(prog="pool-slurm", description=__doc__.split("\n\n")[0])
+    parser.add_argument("command", choices=("run", "job-submit-lua", "prolog", "epilog"))
+    parser.add_argument("--config", type=Path, help="TOML configuration (default $POOL_SLURM_CONFIG or "
+                                                    "/etc/pool/slurm.toml)")
+    args = parser.parse_args(argv)
+    from pool_slurm.config import ConfigError, load
+    if args.command in ("prolog", "epilog"):
+        os.environ["SLURM_SCRIPT_CONTEXT"] = f"{args.command}_slurmctld"
+        from pool_slurm.hooks import main as hook
+        return hook(args.config)
+    try:
+        config = load(args.config)
+    except ConfigError as exc:
+        print(f"pool-slurm: {exc}", file=sys.stderr)
+        return 2
+    if args.command == "job-submit-lua":
+        sys.stdout.write(job_submit_lua(config.partitions))
+        return 0
+    logging.basicConfig(level=config.log_level.upper(), format="%(asctime)s pool-slurm %(levelname)s %(message)s")
+    from pool_slurm.bridge import Bridge
+    from pool_slurm.pool import Pool
+    from pool_slurm.slurm import Slurm
+    stopping = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    signal.signal(signal.SIGINT, lambda *_: stopping.append(True))
+    pool = Pool(config)
+    logging.getLogger("pool_slurm").info("governing partitions %s of %s for Pool at %s",
+                                         ",".join(config.partitions), config.cluster, config.scheduler)
+    try:
+        Bridge(config, Slurm(config.env()), pool).run(lambda: bool(stopping))
+    finally:
+        pool.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
