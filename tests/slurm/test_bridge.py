@@ -43,3 +43,126 @@ def test_a_job_runs_only_once_pool_admits_it_and_ends_with_its_joules(governed):
     admin = g.job(job)["AdminComment"]
     assert admin.startswith(f"pool:claim={claim.claim_id} ") and "grade=HW_SHUNT" in admin, admin
     assert f"energy_uj={claim.measured_uj} " in admin and claim.measured_uj == splits_figure(g, claim) == 6_000_000
+
+
+def seed_class(g, uj: int) -> None:
+    """Two released claims of work class `train`, measured at `uj` each (HwShunt): jobs with
+    pool:class=train then hold `uj`, graded ModelBased, and may borrow (RULES §3, §7)."""
+    seeds = []
+    for i in range(2):   # both open at once: each on a device of its own, metered by one window each
+        request = claims_pb2.SubmitRequest(claim_id=f"seed{i}", tenant="alpha", work_class="train", estimate_uj=uj,
+                                           resources=types_pb2.Resources(gpu_mdev=1000))
+        seeds.append(g.scheduler.claims.Submit(request, timeout=10))
+        assert seeds[-1].state == types_pb2.ADMITTED, seeds[-1]
+    for status in seeds:
+        g.meter(status, uj, seconds=uj // 500_000_000)   # at 500 W: within what an H200 may draw
+    for status in seeds:
+        wait_for("the seed's energy", lambda: g.scheduler.claims.Get(
+            claims_pb2.GetClaimRequest(claim_id=status.claim_id), timeout=10).measured_uj == uj)
+        g.scheduler.claims.Release(claims_pb2.ReleaseRequest(claim_id=status.claim_id), timeout=10)
+
+
+def test_jobs_within_guarantee_start_and_one_over_budget_waits_until_another_tenants_job_ends(governed):
+    g = governed()
+    seed_class(g, 10_000_000_000)
+    a1 = g.sbatch("acctA", gpus=8, comment="pool:class=train", script=until_file(g, "a1"))
+    b1 = g.sbatch("acctB", gpus=8, comment="pool:class=train", script=until_file(g, "b1"))
+    g.wait_state(a1, "RUNNING")
+    g.wait_state(b1, "RUNNING")
+    assert {g.claims(a1)[0].tenant, g.claims(b1)[0].tenant} == {"alpha", "beta"}
+    a2 = g.sbatch("acctA", gpus=1, comment="pool:class=train", script=until_file(g, "a2"))
+    wait_for("Pool's reason on the waiting job",
+             lambda: "pending=DEVICES_ENTITLEMENT" in g.job(a2).get("AdminComment", ""), 30)
+    assert g.state(a2) == "PENDING" and g.job(a2)["Reason"].startswith("JobHeld")
+    assert "over its tenant's GPU guarantee" in g.job(a2)["AdminComment"]
+    finish(g, "b1")
+    g.wait_state(a2, "RUNNING")
+    [claim] = g.claims(a2)
+    assert claim.state == types_pb2.ADMITTED and claim.borrowed
+    for name in ("a1", "a2"):
+        finish(g, name)
+    for job in (a1, a2, b1):
+        g.wait_state(job, "COMPLETED")
+
+
+def test_a_preempted_job_is_requeued_held_and_finishes_after_the_higher_priority_one(governed):
+    g = governed()
+    low = g.sbatch("acctA", gpus=8, comment="pool:estimate=10kJ", script=until_file(g, "low"))
+    g.wait_state(low, "RUNNING")
+    high = g.sbatch("acctA", gpus=4, comment="pool:estimate=10kJ pool:priority=5", script=until_file(g, "high"))
+    wait_for("the low job's claim to be preempted", lambda: g.claims(low)[0].state == types_pb2.PREEMPTED, 30)
+    g.wait_state(high, "RUNNING")
+    wait_for("the low job to be requeued and held", lambda: g.state(low) == "PENDING", 30)
+    shown = g.job(low)
+    assert int(shown["Restarts"]) >= 1 and shown["Reason"] in ("job_requeued_in_held_state", "JobHeldAdmin",
+                                                                "JobHeldUser"), shown
+    finish(g, "high")
+    g.wait_state(low, "RUNNING")
+    attempts = g.claims(low)
+    assert [c.state for c in attempts] == [types_pb2.PREEMPTED, types_pb2.ADMITTED], attempts
+    finish(g, "low")
+    g.wait_state(low, "COMPLETED")
+    g.wait_state(high, "COMPLETED")
+
+
+def test_an_idle_job_is_reclaimed_and_requeued(governed):
+    g = governed()
+    idle = g.sbatch("acctB", gpus=1, comment="pool:estimate=10kJ", script=until_file(g, "idle"))
+    g.wait_state(idle, "RUNNING")
+    [claim] = g.claims(idle)
+    g.meter(claim, 0, seconds=2)   # 0 µJ over 2 s, HwShunt: below the 50 W threshold, Idle (RULES §8)
+    wait_for("the idle verdict", lambda: list(g.scheduler.ops.ReclamationOrder(
+        ops_pb2.ReclamationOrderRequest(), timeout=10).order) == [claim.claim_id], 20)
+    g.scheduler.ops.Reclaim(ops_pb2.ReclaimRequest(), timeout=10)
+    wait_for("the job to leave RUNNING", lambda: g.state(idle) != "RUNNING", 10)
+    assert g.claims(idle)[0].state == types_pb2.RECLAIMED
+    wait_for("the job to be requeued", lambda: int(g.job(idle).get("Restarts", 0)) >= 1, 20)
+    finish(g, "idle")
+
+
+def test_a_two_node_job_starts_all_or_nothing(governed):
+    g = governed()
+    blocker = g.sbatch("acctB", gpus=8, comment="pool:estimate=10kJ", script=until_file(g, "blocker"))
+    g.wait_state(blocker, "RUNNING")
+    gang = g.sbatch("acctA", gpus=2, comment="pool:estimate=10kJ", nodes=2, script=until_file(g, "gang"))
+    wait_for("the gang's two claims", lambda: len(g.claims(gang)) == 2, 30)
+    wait_for("Pool's reason on the gang", lambda: "pending=" in g.job(gang).get("AdminComment", ""), 30)
+    assert all(c.state == types_pb2.PENDING for c in g.claims(gang)) and g.state(gang) == "PENDING"
+    finish(g, "blocker")
+    g.wait_state(gang, "RUNNING")
+    members = g.claims(gang)
+    assert [c.state for c in members] == [types_pb2.ADMITTED] * 2
+    assert sorted(c.worker for c in members) == ["node1", "node2"] and g.job(gang)["NodeList"] == "node[1-2]"
+    finish(g, "gang")
+    g.wait_state(gang, "COMPLETED")
+
+
+def test_a_job_released_by_hand_without_admission_is_held_again(governed):
+    g = governed()
+    full = g.sbatch("acctA", gpus=8, comment="pool:estimate=10kJ", script=until_file(g, "full"))
+    g.wait_state(full, "RUNNING")
+    waiting = g.sbatch("acctA", gpus=1, comment="pool:estimate=10kJ", script=until_file(g, "waiting"))
+    wait_for("the waiting job's claim", lambda: g.claims(waiting), 30)
+    seen = set()
+
+    def held_again() -> bool:
+        shown = g.job(waiting)
+        seen.add(shown["JobState"])
+        return shown["JobState"] == "PENDING" and "held again by Pool" in shown.get("AdminComment", "")
+    g.run("scontrol", "release", waiting)
+    wait_for("the bridge to hold it again", held_again, 20)
+    assert "RUNNING" not in seen and g.claims(waiting)[0].state == types_pb2.PENDING
+    # with the bridge down, the prolog is the gate: Slurm starts it, the prolog requeues and holds it
+    g.stop_bridge(kill=True)
+    g.run("scontrol", "release", waiting)
+
+    def requeued() -> bool:
+        shown = g.job(waiting)
+        seen.add(shown["JobState"])
+        return int(shown.get("Restarts", 0)) >= 1 and shown["JobState"] == "PENDING"
+    wait_for("the prolog to requeue and hold it", requeued, 30)
+    assert "RUNNING" not in seen and "pool:held at start" in g.job(waiting)["AdminComment"]
+    finish(g, "full")
+    g.start_bridge()
+    g.wait_state(waiting, "RUNNING")
+    finish(g, "waiting")
