@@ -32,11 +32,17 @@ tests/e2e/test_authz.py fails until the row exists.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import time
+import unicodedata
+from dataclasses import dataclass
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, NamedTuple
 
 import grpc
+from cryptography import x509
+from cryptography.x509.oid import NameOID
 from google.protobuf.message import Message
 
 from protos.pool.v1 import ops_pb2
@@ -200,6 +206,30 @@ CLOSED = Rule(frozenset())   # a method without a row: nobody
 
 # -- the door ------------------------------------------------------------------
 
+@functools.lru_cache(maxsize=4096)
+def certificate_name(pem: bytes) -> str | None:
+    """The one subject CN of a certificate, as it is (gRPC's x509_common_name stops at a NUL:
+    `ta\\0ops` read as `ta`); None when there is not exactly one, or it holds a control character."""
+    try:
+        names = x509.load_pem_x509_certificate(pem).subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+    except ValueError:
+        return None
+    if len(names) != 1 or not isinstance(names[0].value, str):
+        return None
+    name = names[0].value
+    return None if any(unicodedata.category(c) == "Cc" for c in name) else name
+
+
+@dataclass(eq=False)   # each one itself, in Authorizer.streams
+class OpenStream:
+    """A streaming call in progress, as it was admitted: judged again on reload."""
+
+    principal: Principal
+    method: str
+    rule: Rule
+    message: Any                  # the request, or the stream's first message
+    revoked: asyncio.Future       # set to the Refused that ends the call
+
 class Authorizer(grpc.aio.ServerInterceptor):
     """Puts every call through TABLE. `principals` is replaced whole on reload."""
 
@@ -209,11 +239,19 @@ class Authorizer(grpc.aio.ServerInterceptor):
         self.principals, self.insecure = principals, insecure
         self._state, self._on_refused = state, on_refused
         self.admission = admission if admission is not None else Admission({})
+        self.streams: set[OpenStream] = set()
 
     @staticmethod
     def common_name(context: grpc.aio.ServicerContext) -> str | None:
-        names = (context.auth_context() or {}).get("x509_common_name") or ()
-        return names[0].decode(errors="replace") if names else None
+        """The certificate's CN; "" for one that names no principal (several CNs, a control
+        character, a CN gRPC reads otherwise than the certificate says)."""
+        auth = context.auth_context() or {}
+        names = auth.get("x509_common_name") or ()
+        if not names:
+            return None
+        name = names[0].decode(errors="replace")
+        pem = (auth.get("x509_pem_cert") or (b"",))[0]
+        return name if certificate_name(pem) == name else ""
 
     def authenticate(self, context: grpc.aio.ServicerContext) -> Principal:
         if self.insecure:
@@ -222,21 +260,43 @@ class Authorizer(grpc.aio.ServerInterceptor):
         if name is None:
             raise Refused("NO_CLIENT_CERTIFICATE", "this scheduler identifies callers by their client "
                                                    "certificate; the call came without one")
+        if not name:
+            raise Refused("UNKNOWN_PRINCIPAL", "the certificate's subject has not exactly one CN free of "
+                                               "control characters: it names no principal")
+        return self.known(name)
+
+    def known(self, name: str) -> Principal:
         principal = self.principals.get(name)
         if principal is None:
             raise Refused("UNKNOWN_PRINCIPAL", f"{name!r} is not a declared principal ([principals.{name}])")
+        return principal
+
+    def allowed(self, method: str, rule: Rule, principal: Principal) -> Principal:
+        if principal.role not in rule.roles and principal is not INSECURE:
+            allowed = ", ".join(sorted(rule.roles)) or "nobody"
+            raise Refused("ROLE_NOT_ALLOWED", f"{principal.name} has role {principal.role}; "
+                                              f"{method} is for: {allowed}")
         return principal
 
     def authorize(self, method: str, rule: Rule, context: grpc.aio.ServicerContext) -> Principal | None:
         """Steps 1 and 2: the caller, allowed by its role (None for an ANYONE row)."""
         if ANYONE in rule.roles:
             return None
-        principal = self.authenticate(context)
-        if principal.role not in rule.roles and principal is not INSECURE:
-            allowed = ", ".join(sorted(rule.roles)) or "nobody"
-            raise Refused("ROLE_NOT_ALLOWED", f"{principal.name} has role {principal.role}; "
-                                              f"{method} is for: {allowed}")
-        return principal
+        return self.allowed(method, rule, self.authenticate(context))
+
+    def revise(self, principals: Mapping[str, Principal]) -> None:
+        """Reload: the new principals, and every open stream judged again as
+        its next call would be; one that would be refused ends now with that
+        refusal (the call's wrapper, `_until_revoked`, ends it)."""
+        self.principals = principals
+        for call in list(self.streams):
+            if call.revoked.done() or call.principal is INSECURE:
+                continue
+            try:
+                principal = self.allowed(call.method, call.rule, self.known(call.principal.name))
+                self.narrow(call.rule.scope, principal, call.message)
+            except Refused as error:
+                call.revoked.set_result(error)
 
     def enter(self, principal: Principal | None, rule: Rule, context: grpc.aio.ServicerContext,
               streaming: bool) -> tuple[str, str, bool]:
@@ -319,11 +379,48 @@ def _unary_unary(door: Authorizer, method: str, rule: Rule, handler: Any) -> Any
     return grpc.unary_unary_rpc_method_handler(call, handler.request_deserializer, handler.response_serializer)
 
 
+async def _until_revoked(door: Authorizer, context: grpc.aio.ServicerContext, principal: Principal | None,
+                         method: str, rule: Rule, message: Any, responses: Any) -> Any:
+    """A stream's responses until it ends, or until a reload revokes what let
+    it in (door.revise): then it ends with the refusal its next call would get."""
+    if principal is None:   # health: nothing to revoke
+        async for response in responses:
+            yield response
+        return
+    call = OpenStream(principal, method, rule, message, asyncio.get_running_loop().create_future())
+    door.streams.add(call)
+    responses = aiter(responses)
+    following: asyncio.Future | None = None
+    try:
+        while True:
+            following = asyncio.ensure_future(anext(responses))
+            await asyncio.wait((following, call.revoked), return_when=asyncio.FIRST_COMPLETED)
+            if not following.done():
+                await _cancelled(following)
+                await door.refuse(context, call.revoked.result())
+            try:
+                response = following.result()
+            except StopAsyncIteration:
+                return
+            yield response
+    finally:
+        door.streams.discard(call)
+        if following is not None and not following.done():
+            await _cancelled(following)
+        await responses.aclose()
+
+
+async def _cancelled(task: asyncio.Future) -> None:
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
 def _unary_stream(door: Authorizer, method: str, rule: Rule, handler: Any) -> Any:
     async def call(request: Message, context: grpc.aio.ServicerContext) -> Any:
-        _, request, ticket = await _admit(door, method, rule, context, _given(request), streaming=True)
+        principal, request, ticket = await _admit(door, method, rule, context, _given(request), streaming=True)
         try:
-            async for response in handler.unary_stream(request, context):
+            async for response in _until_revoked(door, context, principal, method, rule, request,
+                                                 handler.unary_stream(request, context)):
                 yield response
         finally:
             door.leave(ticket)
@@ -332,10 +429,11 @@ def _unary_stream(door: Authorizer, method: str, rule: Rule, handler: Any) -> An
 
 def _stream_stream(door: Authorizer, method: str, rule: Rule, handler: Any) -> Any:
     async def call(requests: Any, context: grpc.aio.ServicerContext) -> Any:
-        _, first, ticket = await _admit(door, method, rule, context, lambda: anext(aiter(requests), None),
-                                        streaming=True)
+        principal, first, ticket = await _admit(door, method, rule, context, lambda: anext(aiter(requests), None),
+                                                streaming=True)
         try:
-            async for response in handler.stream_stream(_resumed(first, requests), context):
+            async for response in _until_revoked(door, context, principal, method, rule, first,
+                                                 handler.stream_stream(_resumed(first, requests), context)):
                 yield response
         finally:
             door.leave(ticket)

@@ -223,7 +223,7 @@ class Scheduler:
         except (ConfigError, TlsFileError) as exc:
             log.error("reload refused, nothing changed: %s", exc)
             return
-        self.authorizer.principals = configuration.principals(config)
+        self.authorizer.revise(configuration.principals(config))   # open streams it no longer admits end now
         self.engine.witness_keys = configuration.trusted_witnesses(config)
         log.info("reloaded %s: %d principals, %d witness keys%s", path, len(config.principals),
                  len(self.engine.witness_keys), ", TLS files" if self.tls else "")

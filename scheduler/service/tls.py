@@ -12,6 +12,8 @@ import threading
 from pathlib import Path
 
 import grpc
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 
 from scheduler.service.config import Tls
 
@@ -27,10 +29,38 @@ def _read(path: Path, what: str) -> bytes:
         raise TlsFileError(f"server.tls.{what} {path}: {exc.strerror}") from None
 
 
-def certificate_configuration(tls: Tls) -> grpc.ServerCertificateConfiguration:
-    pair = (_read(tls.key, "key"), _read(tls.cert, "cert"))
+def _public(key) -> bytes:
+    return key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+
+
+def validated(tls: Tls) -> tuple[bytes, bytes, bytes | None]:
+    """The key, certificate and client CA files, once the key is the
+    certificate's and every file parses (gRPC would take garbage here and keep
+    the old credentials without a word)."""
+    key, cert = _read(tls.key, "key"), _read(tls.cert, "cert")
     roots = _read(tls.client_ca, "client_ca") if tls.client_ca else None
-    return grpc.ssl_server_certificate_configuration([pair], root_certificates=roots)
+    try:
+        certificate = x509.load_pem_x509_certificate(cert)
+    except ValueError as exc:
+        raise TlsFileError(f"server.tls.cert {tls.cert}: not a PEM certificate ({exc})") from None
+    try:
+        private = serialization.load_pem_private_key(key, password=None)
+    except (ValueError, TypeError) as exc:
+        raise TlsFileError(f"server.tls.key {tls.key}: not an unencrypted PEM private key ({exc})") from None
+    if _public(private.public_key()) != _public(certificate.public_key()):
+        raise TlsFileError(f"server.tls.key {tls.key} is not the key of server.tls.cert {tls.cert}")
+    if roots is not None:
+        try:
+            if not x509.load_pem_x509_certificates(roots):
+                raise ValueError("no certificate")
+        except ValueError as exc:
+            raise TlsFileError(f"server.tls.client_ca {tls.client_ca}: not PEM certificates ({exc})") from None
+    return key, cert, roots
+
+
+def certificate_configuration(tls: Tls) -> grpc.ServerCertificateConfiguration:
+    key, cert, roots = validated(tls)
+    return grpc.ssl_server_certificate_configuration([(key, cert)], root_certificates=roots)
 
 
 class ReloadableTls:
