@@ -16,8 +16,8 @@ import hashlib
 from collections.abc import Callable
 from typing import Any
 
-from scheduler.ledger import witness
-from scheduler.ledger.receipts import CHECKPOINT, CHECKPOINT_CHUNK, GENESIS, LOSS_ACCEPTED, WITNESS, Entry
+from scheduler.ledger import note, witness
+from scheduler.ledger.receipts import CHECKPOINT, CHECKPOINT_CHUNK, COSIGNED, GENESIS, LOSS_ACCEPTED, WITNESS, Entry
 
 CHUNK_LIMIT = 4 << 20   # the most state bytes one checkpoint_chunk carries (steward.CHUNK_BYTES)
 
@@ -136,9 +136,26 @@ def loss_accepted(entry: Entry) -> str | None:
     return None
 
 
+def cosigned(entry: Entry) -> str | None:
+    """A C2SP checkpoint note of at most the receipts before it. Its steward
+    signature and its root are checked against the ledger by verify (they need
+    the key and the tree), its cosignatures by whoever trusts their keys."""
+    body = entry.body
+    wrong = _fields(body, {"note"})
+    if wrong or type(body["note"]) is not bytes:
+        return wrong or "note is not a byte string"
+    try:
+        size = note.read_checkpoint(note.read_note(body["note"]).body).size
+    except note.NoteError as exc:
+        return f"note: {exc}"
+    if not 1 <= size <= entry.seq:
+        return f"the checkpoint's size {size} is not within 1..{entry.seq}, the receipts before it"
+    return None
+
+
 LEDGER_SHAPES: dict[str, Callable[[Entry], str | None]] = {
     GENESIS: genesis, WITNESS: witness_body, CHECKPOINT: checkpoint, CHECKPOINT_CHUNK: checkpoint_chunk,
-    LOSS_ACCEPTED: loss_accepted}
+    LOSS_ACCEPTED: loss_accepted, COSIGNED: cosigned}
 
 
 def wrong_body(entry: Entry, caller: BodyCheck | None) -> str | None:

@@ -5,7 +5,7 @@ The core is the map {"seq", "body", "kind", "prev", "profile", "time_ns"}, plus
 in canonical key order, and nothing else; a core without "actor" (every receipt
 written before actors existed, genesis and checkpoints) is as valid as before. `prev` is the SHA-256 of the previous
 receipt's full COSE bytes, 32 zero bytes for receipt 0. Kinds are the callers'
-text; five belong to the ledger itself (see LEDGER_KINDS).
+text; six belong to the ledger itself (see LEDGER_KINDS).
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ WITNESS = "witness"         # {"statement": a witness's COSE_Sign1}
 CHECKPOINT = "checkpoint"   # {"chunks", "size", "digest", "witnessed_length", "witness_key_id"} (docs/LEDGER.md §9)
 CHECKPOINT_CHUNK = "checkpoint_chunk"   # {"index", "data"}: a piece of the next checkpoint's state
 LOSS_ACCEPTED = "loss_accepted"   # {"recorded_length", "recorded_head", "length"}: see store.Loss
-LEDGER_KINDS = frozenset({GENESIS, WITNESS, CHECKPOINT, CHECKPOINT_CHUNK, LOSS_ACCEPTED})
+COSIGNED = "cosigned_checkpoint"   # {"note": a C2SP checkpoint the steward signed and witnesses cosigned}
+LEDGER_KINDS = frozenset({GENESIS, WITNESS, CHECKPOINT, CHECKPOINT_CHUNK, LOSS_ACCEPTED, COSIGNED})
 _FIELDS = ("seq", "body", "kind", "prev", "profile", "time_ns")  # canonical order
 ACTOR = "actor"   # optional core field: text, the principal's name (docs/LEDGER.md)
 

@@ -12,11 +12,12 @@ from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from scheduler.ledger import cose, dcbor, merkle, receipts, witness
+from scheduler.ledger import cose, dcbor, merkle, note, receipts, witness
 from scheduler.ledger.index import claim_of
 from scheduler.ledger.fold import Fold, Folder
 from scheduler.ledger.keys import PublicKey, SigningKey
-from scheduler.ledger.receipts import CHECKPOINT, CHECKPOINT_CHUNK, GENESIS, LEDGER_KINDS, LOSS_ACCEPTED, WITNESS, Receipt
+from scheduler.ledger.receipts import (CHECKPOINT, CHECKPOINT_CHUNK, COSIGNED, GENESIS, LEDGER_KINDS, LOSS_ACCEPTED,
+                                       WITNESS, Receipt)
 from scheduler.ledger.sqlite import SqliteStore
 from scheduler.ledger.store import HistoryLost, Loss, Store, StoreError, recorded_loss
 from scheduler.ledger.verify import Anchor, LedgerInvalid, Report, WitnessSeen, verify
@@ -79,6 +80,10 @@ class Steward:
         self._signed_length, self._signed_head = self._length, self._head
         self._witness = WitnessSeen(report.witness.key_id, report.witnessed_length, None) \
             if report.witnessed_length else None
+        self.cosigned: note.Note | None = None   # the latest cosigned checkpoint recorded
+        at = store.latest(COSIGNED) if self._length else None
+        if at is not None:
+            self._note_cosigned(next(store.read(at, at + 1)))
 
     @classmethod
     def open(cls, store: Store, key: SigningKey, fold: Fold | None = None, *,
@@ -101,7 +106,7 @@ class Steward:
         anchor = _checkpoint_anchor(store, key, folder)
         start = anchor.index if anchor else 0
         report = verify(store.read(start), key.public, on_entry=folder, workers=workers,
-                        anchor=anchor, fetch=lambda i: next(store.read(i, i + 1)))
+                        anchor=anchor, fetch=lambda i: next(store.read(i, i + 1)), tree=store.tree_node)
         if not report.valid:
             raise LedgerInvalid(report)
         steward = cls(store, key, report, folder.state, folder)
@@ -124,7 +129,8 @@ class Steward:
         with self._lock:
             anchor = Anchor(self._length, self._head, self.ledger_id, self._witness)
             report = verify(self._store.read(self._length), self._key.public, on_entry=self._folder,
-                            workers=1, anchor=anchor, fetch=lambda i: next(self._store.read(i, i + 1)))
+                            workers=1, anchor=anchor, fetch=lambda i: next(self._store.read(i, i + 1)),
+                            tree=self._store.tree_node)
             if not report.valid:
                 raise LedgerInvalid(report)
             added = report.length - self._length
@@ -134,6 +140,9 @@ class Steward:
             if report.witnessed_length > (self._witness.length if self._witness else 0):
                 self._witness = WitnessSeen(report.witness.key_id, report.witnessed_length, None)
             self.state = self._folder.state if self._folder else self.state
+            at = self._store.latest(COSIGNED) if added else None
+            if at is not None:
+                self._note_cosigned(next(self._store.read(at, at + 1)))
         return added
 
     def info(self) -> LedgerInfo:
@@ -181,6 +190,8 @@ class Steward:
         for receipt in made:
             if receipt.entry.kind == WITNESS:
                 self._note_witness(receipt.entry.body["statement"])
+            elif receipt.entry.kind == COSIGNED:
+                self.cosigned = note.read_note(receipt.entry.body["note"])
 
     def append(self, kind: str, body: dict, time_ns: int | None = None) -> Receipt:
         return self.commit([prepare(kind, body, time_ns)])[0]
@@ -239,6 +250,48 @@ class Steward:
         if not 0 <= size <= self._length:
             raise ValueError(f"the ledger has {self._length} receipts, not {size}")
         return self.proofs.root(0, size)
+
+    @property
+    def origin(self) -> str:
+        """The checkpoints' origin line, and the steward's key name in their notes."""
+        return note.origin_for(self.ledger_id)
+
+    def signed_checkpoint(self, size: int | None = None) -> note.Note:
+        """A C2SP checkpoint of the first `size` receipts (default: all stored),
+        signed by the steward: free to make, so made whenever asked."""
+        size = self._length if size is None else size
+        body = note.Checkpoint(self.origin, size, self.root(size)).body()
+        return note.sign(body, self.origin, self._key)
+
+    def prepare_cosigned(self, raw: bytes, trusted: Collection[note.VKey], actor: str | None = None) -> Prepared:
+        """A checkpoint note back from witnesses, checked (WitnessRejected: it is
+        not this ledger's checkpoint as the steward signed it, or no trusted
+        witness cosigned it) and ready to append as a `cosigned_checkpoint`."""
+        try:
+            read = note.read_note(raw)
+            checkpoint = note.read_checkpoint(read.body)
+        except note.NoteError as exc:
+            raise witness.WitnessRejected("malformed", f"checkpoint note: {exc}") from None
+        if checkpoint.origin != self.origin:
+            raise witness.WitnessRejected("other_ledger", f"origin {checkpoint.origin!r} is not {self.origin!r}")
+        if not note.signed_by(read, self.origin, self._key.public):
+            raise witness.WitnessRejected("signature", "the note has no good signature by the steward's key")
+        if not 1 <= checkpoint.size <= self._length:
+            raise witness.WitnessRejected("beyond_length",
+                                          f"checkpoint size {checkpoint.size} is not within 1..{self._length}")
+        if self.root(checkpoint.size) != checkpoint.root:
+            raise witness.WitnessRejected("head_mismatch", f"the root is not this ledger's at {checkpoint.size}")
+        if not any(note.cosigned_by(read, v.name, v.key) is not None for v in trusted if v.kind == note.COSIGNATURE_V1):
+            raise witness.WitnessRejected("untrusted_key", "no cosignature by a trusted witness "
+                                                           "([ledger] witness_keys, as vkeys)")
+        return prepare(COSIGNED, {"note": raw}, internal=True, actor=actor)
+
+    def _note_cosigned(self, raw: bytes) -> None:
+        try:
+            entry, _ = receipts.read_core(cose.parse_whole(raw).payload)
+            self.cosigned = note.read_note(entry.body["note"])
+        except (dcbor.DcborError, receipts.ReceiptError, note.NoteError, KeyError):
+            self.cosigned = None   # verified on open: not reached for a bad one
 
     def claim_seqs(self, claim: str) -> list[int]:
         """The seqs of the receipts that name `claim` (index.py), in order."""

@@ -28,11 +28,11 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from scheduler.ledger import cose, witness
+from scheduler.ledger import cose, merkle, note, witness
 from scheduler.ledger.bodies import BodyCheck, CheckpointRun, wrong_body
 from scheduler.ledger.dcbor import DcborError
 from scheduler.ledger.keys import PublicKey
-from scheduler.ledger.receipts import (GENESIS, LEDGER_KINDS, WITNESS, ZERO_HASH, Entry, ReceiptError,
+from scheduler.ledger.receipts import (COSIGNED, GENESIS, LEDGER_KINDS, WITNESS, ZERO_HASH, Entry, ReceiptError,
                                        digest, read_core)
 
 REASONS = ("decode", "non_canonical", "signature", "chain", "sequence", "profile", "body")
@@ -62,6 +62,7 @@ class Report:
     witness: WitnessSeen | None
     ledger_id: bytes | None
     steward: PublicKey | None
+    root: bytes = merkle.EMPTY_ROOT   # RFC 9162 root over the verified prefix, rebuilt from its receipts
 
     @property
     def grade(self) -> str:
@@ -76,6 +77,7 @@ class Report:
             "grade": self.grade, "witnessed_length": self.witnessed_length,
             "witness": None if seen is None else {"key_id": seen.key_id.hex(),
                                                   "length": seen.length, "problem": seen.problem},
+            "root": self.root.hex(),
         }
 
 
@@ -99,6 +101,7 @@ class Examined(NamedTuple):
     entry: Entry | None
     prev: bytes
     faults: tuple[tuple[str, str], ...]   # (reason, detail)
+    leaf: bytes = b""               # its Merkle leaf hash
 
 
 def examine(raw: bytes, key: PublicKey | None, bodies: BodyCheck | None = None) -> Examined:
@@ -121,7 +124,7 @@ def examine(raw: bytes, key: PublicKey | None, bodies: BodyCheck | None = None) 
         faults.append(("signature", f"key id {message.key_id.hex()} is not the steward's"))
     elif key is not None and not key.verifies(message.signature, message.to_be_signed()):
         faults.append(("signature", "the Ed25519 signature does not verify"))
-    return Examined(digest(raw), entry, prev, tuple(faults))
+    return Examined(digest(raw), entry, prev, tuple(faults), merkle.leaf_hash(raw))
 
 
 def _examine_batch(raw_key: bytes | None, batch: list[bytes], bodies: bool,
@@ -149,7 +152,8 @@ class Verifier:
     the chain, the seq, the genesis, the witnesses, the first failure."""
 
     def __init__(self, key: PublicKey | None = None, anchor: Anchor | None = None,
-                 fetch: Callable[[int], bytes] | None = None, bodies: BodyCheck | None = None) -> None:
+                 fetch: Callable[[int], bytes] | None = None, bodies: BodyCheck | None = None,
+                 tree: merkle.Node | None = None) -> None:
         self.key = key
         self.bodies = bodies
         self._run = CheckpointRun()
@@ -159,6 +163,9 @@ class Verifier:
         self.ledger_id = anchor.ledger_id if anchor else None
         self._fetch = fetch
         self._hashes = bytearray()
+        self._leaves = bytearray()
+        self._tree = tree              # the stored tree, for the nodes before an anchor
+        self._nodes: dict[tuple[int, int], bytes] = {}
         self._first_bad: tuple[int, int, str, str] | None = None
         self.signatures_ok = self.chain_ok = True
         self.stopped = False
@@ -183,6 +190,45 @@ class Verifier:
             raise LookupError(f"receipt {index} is before this verification's anchor")
         return digest(self._fetch(index))
 
+    _CACHED_FROM = 6   # levels whose nodes are kept once computed (64 leaves and up)
+
+    def node(self, level: int, index: int) -> bytes:
+        """A complete subtree's hash, rebuilt from the leaves seen (the stored
+        tree's, before an anchor)."""
+        if (index + 1) << level <= self.start:
+            if self._tree is None:
+                raise LookupError(f"the tree before receipt {self.start} is not known here")
+            return self._tree(level, index)
+        if level == 0:
+            at = 32 * (index - self.start)
+            return bytes(self._leaves[at:at + 32])
+        cached = self._nodes.get((level, index))
+        if cached is None:
+            cached = merkle.node_hash(self.node(level - 1, 2 * index), self.node(level - 1, 2 * index + 1))
+            if level >= self._CACHED_FROM:
+                self._nodes[level, index] = cached
+        return cached
+
+    def root(self, size: int) -> bytes:
+        return merkle.Proofs(self.node).root(0, size)
+
+    def _cosigned(self, i: int, raw: bytes) -> str | None:
+        """Why a cosigned checkpoint at i is not the steward's checkpoint of this ledger, or None."""
+        read = note.read_note(raw)
+        checkpoint = note.read_checkpoint(read.body)
+        origin = note.origin_for(self.ledger_id)
+        if checkpoint.origin != origin:
+            return f"{COSIGNED}: origin {checkpoint.origin!r} is not this ledger's {origin!r}"
+        if self.key is None or not note.signed_by(read, origin, self.key):
+            return f"{COSIGNED}: the note has no good signature by the steward's key"
+        try:
+            root = self.root(checkpoint.size)
+        except LookupError:
+            return None   # before a resumed checkpoint: start-up trusts its stored tree only as far as it reads it
+        if root != checkpoint.root:
+            return f"{COSIGNED}: the root it signs is not the tree's over the first {checkpoint.size} receipts"
+        return None
+
     def feed(self, raw: bytes) -> Entry | None:
         if self.index == 0 and self.key is None:   # the genesis names the steward
             self.key = _named_key(examine(raw, None).entry)
@@ -201,6 +247,7 @@ class Verifier:
         if self.key is None:         # nothing to check signatures against (see receipt 0)
             self.signatures_ok = False
         self._hashes += examined.hash
+        self._leaves += examined.leaf
         entry = examined.entry
         if i == 0:
             self._genesis(entry, examined.hash)
@@ -208,6 +255,8 @@ class Verifier:
             self._link(i, entry, examined.prev)
             if not examined.faults:
                 wrong = self._run.wrong(entry)
+                if wrong is None and entry.kind == COSIGNED:
+                    wrong = self._cosigned(i, entry.body["note"])
                 if wrong is not None:
                     self.fail(i, "body", wrong)
         self._prev = examined.hash
@@ -261,7 +310,13 @@ class Verifier:
             first_bad_index=bad[0] if bad else None, reason=bad[2] if bad else None,
             detail=bad[3] if bad else "every receipt verifies",
             witnessed_length=max((w.length for w in holding), default=0), witness=shown,
-            ledger_id=self.ledger_id, steward=self.key)
+            ledger_id=self.ledger_id, steward=self.key, root=self._prefix_root(length))
+
+    def _prefix_root(self, length: int) -> bytes:
+        try:
+            return self.root(length)
+        except LookupError:
+            return b""   # resumed from an anchor without the stored tree: not rebuilt
 
 
 def _batches(items: Iterable[bytes]) -> Iterator[list[bytes]]:
@@ -278,14 +333,15 @@ def _batches(items: Iterable[bytes]) -> Iterator[list[bytes]]:
 def verify(receipts: Iterable[bytes], key: PublicKey | None = None, *,
            witness_files: Iterable[bytes] = (), on_entry: Callable[[Entry], None] | None = None,
            workers: int | None = None, anchor: Anchor | None = None,
-           fetch: Callable[[int], bytes] | None = None, bodies: BodyCheck | None = None) -> Report:
+           fetch: Callable[[int], bytes] | None = None, bodies: BodyCheck | None = None,
+           tree: merkle.Node | None = None) -> Report:
     """Verify a stream; `on_entry` sees each entry in order until the first fault.
     Without `key`, the genesis receipt names the steward. The ledger's own kinds'
     bodies are always checked; `bodies` (a module-level function: it travels
     to the workers) checks the caller's. Past _PARALLEL_FROM receipts, each
     receipt's own checks run in `workers` processes."""
     workers = (os.cpu_count() or 1) if workers is None else workers
-    verifier = Verifier(key, anchor, fetch, bodies)
+    verifier = Verifier(key, anchor, fetch, bodies, tree)
     deliver = on_entry or (lambda entry: None)
     batches = _batches(receipts)
     for batch in batches:
