@@ -50,14 +50,17 @@ class HeadRecord:
         self.path = path
         self._fd: int | None = None
         self._current_slot = 1          # the next write goes to the other one
+        self.unreadable = False         # read found the file but no valid slot in it
 
     def read(self) -> Head | None:
-        """The record, or None when there is none (no file, or no valid slot)."""
+        """The record, or None when there is none (no file, or no valid slot:
+        then `unreadable`, and what was durable is not known)."""
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:
             return None
         slots = [_slot(data[i * SLOT:(i + 1) * SLOT]) for i in range(2)]
+        self.unreadable = slots == [None, None]
         best = max(range(2), key=lambda i: -1 if slots[i] is None else slots[i].length)
         self._current_slot = best
         return slots[best]

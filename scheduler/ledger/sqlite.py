@@ -76,6 +76,17 @@ def _mapped(path: Path, doing: str, exc: sqlite3.Error) -> StoreError:
     return kind(f"{doing} {path}: {exc}")
 
 
+def _create_private(path: Path) -> None:
+    """A new ledger file is the owner's alone (0600), whoever starts the scheduler and
+    whatever its umask; SQLite gives its -wal and -shm files the same mode."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise StoreReadOnly(f"cannot create {path}: {exc.strerror}") from None
+
+
 def _connect(path: Path, mode: str) -> sqlite3.Connection:
     try:
         return sqlite3.connect(f"{path.resolve().as_uri()}?mode={mode}", uri=True,
@@ -92,6 +103,8 @@ class SqliteStore:
             raise StoreError(f"no ledger at {self.path}")
         self._lock, self._read_lock = threading.Lock(), threading.Lock()
         self._reader: sqlite3.Connection | None = None
+        if create:
+            _create_private(self.path)
         self._conn = _connect(self.path, "rwc" if create else "rw")
         self.record = HeadRecord(path_for(self.path))
         try:
@@ -139,6 +152,8 @@ class SqliteStore:
 
     def _compare(self, recorded: Head | None) -> Loss | None:
         """What the store lost against its record (None: nothing, or no record yet)."""
+        if recorded is None and self.record.unreadable:
+            return Loss(0, bytes(32), self._count(), unreadable=True)
         if recorded is None or recorded.length == 0:
             return None
         length = self._count()

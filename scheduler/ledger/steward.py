@@ -64,7 +64,11 @@ def prepare(kind: str, body: dict, time_ns: int | None = None, *, internal: bool
 
 
 def accepted(loss: Loss) -> Prepared:
-    """The receipt that says a loss was accepted, appended where the store now ends."""
+    """The receipt that says a loss was accepted, appended where the store now ends.
+    An unreadable head record says nothing of what was durable: the receipt
+    records the length the store had then, and a head of 32 zero bytes."""
+    if loss.unreadable:
+        loss = Loss(loss.length, bytes(32), loss.length)
     return prepare(LOSS_ACCEPTED, {"recorded_length": loss.recorded_length,
                                    "recorded_head": loss.recorded_head, "length": loss.length},
                    internal=True)
@@ -110,7 +114,7 @@ class Steward:
         if not report.valid:
             raise LedgerInvalid(report)
         steward = cls(store, key, report, folder.state, folder)
-        if loss is not None:
+        if loss is not None and (loss.length or not loss.unreadable):   # (an empty store: nothing to say)
             steward.commit([accepted(loss)])
         return steward
 

@@ -41,6 +41,7 @@ class Loss(NamedTuple):
     recorded_length: int
     recorded_head: bytes
     length: int          # receipts the store holds now
+    unreadable: bool = False   # the head record has no readable slot: what was durable is not known
 
     @property
     def shorter(self) -> bool:
@@ -53,7 +54,10 @@ class HistoryLost(StoreError):
     needs_operator = True
 
     def __init__(self, where: str, loss: Loss) -> None:
-        if loss.shorter:
+        if loss.unreadable:
+            what = (f"has a head record with no readable slot: how many receipts were durable is not known; "
+                    f"it holds {loss.length}")
+        elif loss.shorter:
             what = (f"lost {loss.recorded_length - loss.length} acknowledged receipts (seq {loss.length} to "
                     f"{loss.recorded_length - 1}): it holds {loss.length}, its head record says "
                     f"{loss.recorded_length} were durable")

@@ -233,3 +233,34 @@ def test_a_signed_receipt_the_scheduler_cannot_read_is_refused_with_one_line(clu
     report = s.poolctl("ledger", "verify", str(s.ledger), "-o", "json", check=False)
     assert report.returncode == 1
     assert '"reason": "body"' in report.stdout and f'"first_bad_index": {last.seq + 1}' in report.stdout
+
+
+def test_a_head_record_with_no_readable_slot_and_a_lost_wal_is_refused_unless_accepted(cluster):
+    # today: both slots zeroed plus a deleted WAL served silently with acknowledged claims gone
+    s = cluster()
+    ids = acknowledged_then_killed(s)
+    damage_deleted(f"{s.ledger}-wal")
+    head = f"{s.ledger}.head"
+    os.truncate(head, 0)
+    os.truncate(head, 128)   # both slots zero
+    line = assert_refused(run_to_exit(s), "LEDGER_HISTORY_LOST")
+    assert "no readable slot" in line and "it holds " in line and "--accept-ledger-loss" in line
+    s.process = subprocess.Popen([str(BIN / "pool-scheduler"), "--config", str(s.config), "--accept-ledger-loss"],
+                                 stdout=open(s.dir / "scheduler.log", "a"), stderr=subprocess.STDOUT)
+    wait_for("the scheduler to serve", s.serving)
+    assert {c["claim_id"] for c in s.json("claims")["claims"]} < set(ids)
+    assert s.json("ledger", "verify", str(s.ledger))["valid"]
+    s.stop()
+    s.start()   # the loss is recorded once; the head record is good again
+
+
+def test_the_ledger_and_its_head_record_are_the_owners_alone_whatever_the_umask(cluster):
+    old = os.umask(0o022)   # the scheduler started by hand, as a person's shell would
+    try:
+        s = cluster()
+    finally:
+        os.umask(old)
+    submit(s, "c1")
+    for suffix in ("", "-wal", "-shm", ".head"):
+        mode = os.stat(f"{s.ledger}{suffix}").st_mode & 0o777
+        assert mode == 0o600, (suffix, oct(mode))
