@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from itertools import islice
 
@@ -26,7 +27,8 @@ from scheduler.service.limits import OpenClaims, RateLimiter, limit_refusal
 from scheduler.service.listing import Listing
 from scheduler.service.principal import caller
 
-WATCH_QUEUE = 10_000   # events a slow watcher may fall behind before it is cut off
+WATCH_PAGE = 200   # statuses a Watch reads from the committed state at a time, before it sends them
+RESUME_FROM = "pool-resume-from"   # WATCH_LAGGED's trailing metadata: the position to watch again from
 
 # receipt kind -> what a watcher is told happened
 EVENT_KINDS = {"claim_submitted": claims_pb2.EVENT_SUBMITTED, "claim_admitted": claims_pb2.EVENT_ADMITTED,
@@ -46,7 +48,7 @@ def subtree(state: ClusterState, tenant: str) -> frozenset[str] | None:
 class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
     def __init__(self, engine: Engine, limits: Limits = Limits()) -> None:
         self.engine, self.limits = engine, limits
-        self._watchers: dict[asyncio.Queue, Callable[[Claim], bool]] = {}
+        self._watchers: set[Watcher] = set()
         self._rates = RateLimiter(limits.submits_per_s, limits.submit_burst)
         self.open = OpenClaims(limits.max_open_claims_per_tenant)   # counted from the state when serving starts
         self._listing = Listing()   # what List's pages share, per committed state (listing.py)
@@ -210,29 +212,50 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
                 if (tenants is None or claim.tenant in tenants) and (not states or claim.state in states))
 
     async def Watch(self, request, context):
+        """The statuses first (EVENT_CURRENT: every watched claim, or with
+        resume_from only those changed since), a page at a time from the
+        committed state the watch began at; then live events from a Watcher,
+        which holds at most limits.watch_events events and limits.watch_bytes
+        bytes: one that fills is emptied and the call ends WATCH_LAGGED with
+        the position to resume from. Memory per Watch: a page and the Watcher
+        (the claim ids in order are shared by every listing of a state)."""
         try:
             if not self.engine.ready:
                 raise not_ready(self.engine)
             committed = self.engine.committed
-            if request.WhichOneof("target") == "claim_id":
-                current = [self.status(request.claim_id, committed)]
-                matches: Callable[[Claim], bool] = lambda c: c.claim_id == request.claim_id  # noqa: E731
+            if request.resume_from > committed.length:
+                raise Refused("INVALID_ARGUMENT", f"resume_from: {request.resume_from} is past the ledger's "
+                                                  f"length {committed.length}")
+            one = request.claim_id if request.WhichOneof("target") == "claim_id" else None
+            if one is not None:
+                self.status(one, committed)   # UNKNOWN_CLAIM
+                matches: Callable[[Claim], bool] = lambda c: c.claim_id == one  # noqa: E731
             else:
                 tenants = subtree(committed.state, request.tenant)
-                current = [self.status(c.claim_id, committed) for c in self._matching(committed, tenants, frozenset())]
-                matches = lambda c: c.tenant in tenants  # noqa: E731
+                matches = lambda c: tenants is None or c.tenant in tenants  # noqa: E731
         except Refused as error:
             await abort(self.engine, context, error)
-        queue: asyncio.Queue = asyncio.Queue(WATCH_QUEUE)
-        self._watchers[queue] = matches
+        watcher = Watcher(matches, self.limits.watch_events, self.limits.watch_bytes)
+        self._watchers.add(watcher)
+        began = position = committed.length
         try:
-            for status in current:
-                yield claims_pb2.ClaimEvent(status=status, time_ns=time.time_ns(), kind=claims_pb2.EVENT_CURRENT)
-            while (event := await queue.get()) is not None:
+            # the statuses as of the committed state the watch began at (kept by reference: it shares
+            # all but what changed since with the live one), a page at a time
+            claims = iter([committed.state.claims[one]]) if one is not None else self._listing.after(committed, "")
+            seqs = committed.claim_seq
+            while page := list(islice(claims, WATCH_PAGE)):
+                chosen = [c for c in page if matches(c) and seqs.get(c.claim_id, 0) >= request.resume_from]
+                for status in self._listing.statuses(committed, chosen) if chosen else ():
+                    yield claims_pb2.ClaimEvent(status=status, time_ns=time.time_ns(),
+                                                kind=claims_pb2.EVENT_CURRENT, position=began)
+            while (event := await watcher.next()) is not None:
+                position = event.position
                 yield event
-            await abort(self.engine, context, Refused("WATCH_LAGGED", "this watcher fell too far behind; watch again"))
+            await abort(self.engine, context, Refused(
+                "WATCH_LAGGED", f"this watcher fell {watcher.behind} behind; watch again with resume_from = "
+                                f"{position}", ((RESUME_FROM, str(position)),)))
         finally:
-            self._watchers.pop(queue, None)
+            self._watchers.discard(watcher)
 
     def _publish(self, change: Change) -> None:
         if not self._watchers or not change.claims:
@@ -240,17 +263,48 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
         committed = self.engine.committed   # published just before the listeners are told
         changed = [committed.state.claims[c] for c in sorted(change.claims) if c in committed.state.claims]
         kinds = dict(change.kinds)
-        for queue, matches in list(self._watchers.items()):
-            for claim in filter(matches, changed):
-                self._offer(queue, claims_pb2.ClaimEvent(status=self.status(claim.claim_id, committed),
-                                                         time_ns=change.time_ns,
-                                                         kind=EVENT_KINDS.get(kinds.get(claim.claim_id), 0)))
+        events: dict[str, claims_pb2.ClaimEvent] = {}   # one event per claim, shared by its watchers
+        for watcher in list(self._watchers):
+            for claim in filter(watcher.matches, changed):
+                event = events.get(claim.claim_id)
+                if event is None:
+                    event = events[claim.claim_id] = claims_pb2.ClaimEvent(
+                        status=self.status(claim.claim_id, committed), time_ns=change.time_ns,
+                        kind=EVENT_KINDS.get(kinds.get(claim.claim_id), 0), position=committed.length)
+                watcher.offer(event)
 
-    @staticmethod
-    def _offer(queue: asyncio.Queue, event: claims_pb2.ClaimEvent) -> None:
-        if queue.full():
+
+class Watcher:
+    """The events one Watch has yet to send, bounded in events and bytes:
+    past either bound it is emptied at once and says it lagged (next: None)."""
+
+    def __init__(self, matches: Callable[[Claim], bool], events: int, size: int) -> None:
+        self.matches, self.events, self.size = matches, events, size
+        self._queue: deque[tuple[claims_pb2.ClaimEvent, int]] = deque()   # (event, its size)
+        self._bytes = 0
+        self.behind = ""          # set once it lagged: by what
+        self._ready = asyncio.Event()
+
+    def offer(self, event: claims_pb2.ClaimEvent) -> None:
+        if self.behind:
             return
-        if queue.qsize() == queue.maxsize - 1:
-            queue.put_nowait(None)   # the watcher is told it fell behind, rather than silently skipping
+        size = event.ByteSize()
+        if len(self._queue) >= self.events or self._bytes + size > self.size:
+            self.behind = (f"{len(self._queue)} events" if len(self._queue) >= self.events
+                           else f"{self._bytes + size} bytes")
+            self._queue.clear()
+            self._bytes = 0
         else:
-            queue.put_nowait(event)
+            self._queue.append((event, size))
+            self._bytes += size
+        self._ready.set()
+
+    async def next(self) -> claims_pb2.ClaimEvent | None:
+        while not self._queue and not self.behind:
+            self._ready.clear()
+            await self._ready.wait()
+        if self.behind:
+            return None
+        event, size = self._queue.popleft()
+        self._bytes -= size
+        return event

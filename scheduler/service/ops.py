@@ -168,6 +168,9 @@ class OperationsServicer(ops_pb2_grpc.OperationsServicer):
             await abort(self.engine, context, not_ready(self.engine))
         steward = self._writer.steward
         stop = steward.length
+        if request.from_seq > stop:
+            await abort(self.engine, context, Refused("INVALID_ARGUMENT", f"from_seq: {request.from_seq} is past "
+                                                                          f"the ledger's length {stop}"))
         chunk: list[bytes] = []
         size = 0
         for raw in steward.read(request.from_seq, stop):

@@ -121,12 +121,14 @@ class ListClaimsResponse(_message.Message):
     def __init__(self, claims: _Optional[_Iterable[_Union[ClaimStatus, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class WatchRequest(_message.Message):
-    __slots__ = ("claim_id", "tenant")
+    __slots__ = ("claim_id", "tenant", "resume_from")
     CLAIM_ID_FIELD_NUMBER: _ClassVar[int]
     TENANT_FIELD_NUMBER: _ClassVar[int]
+    RESUME_FROM_FIELD_NUMBER: _ClassVar[int]
     claim_id: str
     tenant: str
-    def __init__(self, claim_id: _Optional[str] = ..., tenant: _Optional[str] = ...) -> None: ...
+    resume_from: int
+    def __init__(self, claim_id: _Optional[str] = ..., tenant: _Optional[str] = ..., resume_from: _Optional[int] = ...) -> None: ...
 
 class ClaimStatus(_message.Message):
     __slots__ = ("claim_id", "tenant", "state", "reason", "hold_uj", "hold_grade", "measured_uj", "measured_grade", "completed_units", "overrun", "worker", "devices_mdev", "ledger_seq", "gang_id", "priority", "borrowed", "request", "submitted_by", "released_by", "submitted_ns", "admitted_ns", "ended_ns", "queue_position", "borrowed_uj")
@@ -188,14 +190,16 @@ class ClaimStatus(_message.Message):
     def __init__(self, claim_id: _Optional[str] = ..., tenant: _Optional[str] = ..., state: _Optional[_Union[_types_pb2.ClaimState, str]] = ..., reason: _Optional[_Union[_types_pb2.Reason, str]] = ..., hold_uj: _Optional[int] = ..., hold_grade: _Optional[_Union[_types_pb2.Grade, str]] = ..., measured_uj: _Optional[int] = ..., measured_grade: _Optional[_Union[_types_pb2.Grade, str]] = ..., completed_units: _Optional[int] = ..., overrun: _Optional[bool] = ..., worker: _Optional[str] = ..., devices_mdev: _Optional[_Mapping[str, int]] = ..., ledger_seq: _Optional[int] = ..., gang_id: _Optional[str] = ..., priority: _Optional[int] = ..., borrowed: _Optional[bool] = ..., request: _Optional[_Union[SubmitRequest, _Mapping]] = ..., submitted_by: _Optional[str] = ..., released_by: _Optional[str] = ..., submitted_ns: _Optional[int] = ..., admitted_ns: _Optional[int] = ..., ended_ns: _Optional[int] = ..., queue_position: _Optional[int] = ..., borrowed_uj: _Optional[int] = ...) -> None: ...
 
 class ClaimEvent(_message.Message):
-    __slots__ = ("status", "time_ns", "kind")
+    __slots__ = ("status", "time_ns", "kind", "position")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     TIME_NS_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
     status: ClaimStatus
     time_ns: int
     kind: ClaimEventKind
-    def __init__(self, status: _Optional[_Union[ClaimStatus, _Mapping]] = ..., time_ns: _Optional[int] = ..., kind: _Optional[_Union[ClaimEventKind, str]] = ...) -> None: ...
+    position: int
+    def __init__(self, status: _Optional[_Union[ClaimStatus, _Mapping]] = ..., time_ns: _Optional[int] = ..., kind: _Optional[_Union[ClaimEventKind, str]] = ..., position: _Optional[int] = ...) -> None: ...
 
 class PlanRequest(_message.Message):
     __slots__ = ("claims",)
