@@ -324,8 +324,17 @@ class Engine:
 
     def record_windows(self, worker: str, windows: Windows, now_ns: int) -> asyncio.Future[Change]:
         """Fold and queue a batch now; the future resolves once it is durable
-        (so a stream can check the next batch meanwhile)."""
-        return asyncio.ensure_future(self.queue([(WINDOWS, windows_body(worker, windows), windows)], now_ns))
+        (so a stream can check the next batch meanwhile). A stream that ends
+        before it awaits the future leaves a failure to engine.failed, which
+        _published has logged: retrieved here, it is not reported again."""
+        future = asyncio.ensure_future(self.queue([(WINDOWS, windows_body(worker, windows), windows)], now_ns))
+        future.add_done_callback(_retrieved)
+        return future
+
+
+def _retrieved(future: asyncio.Future) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 def _prepared(kind: str, body: dict[str, Any], built: Any, now_ns: int, actor: str | None) -> Prepared:

@@ -9,7 +9,9 @@ every append on the lock). A standby
   them (signatures and chain, from the head it has verified) and folds them
   through the same fold as replay, so its state is current when it takes over;
 - answers every call but health with NOT_LEADER, naming the leader's
-  advertised address (the application_name of the session holding the lock);
+  advertised address (the application_name of the session holding the lock)
+  as last read from PostgreSQL; while PostgreSQL does not answer, it names
+  none (the lock may be anyone's by the time it is back);
 - tries the lock on each turn; once it wins, it follows the tail it has not
   seen (nobody else can append now), and the scheduler starts serving.
 
@@ -90,6 +92,7 @@ class Leadership:
             except StoreError as exc:
                 if self.store is not None and self.store.leading:
                     raise
+                self.leader = None   # not named while PostgreSQL cannot say who holds the lock
                 if not failing:
                     log.warning("standby: %s; trying again every %g s", exc, self.follow_s)
                 failing = True

@@ -38,7 +38,9 @@ from scheduler.service.agents import AgentServicer
 from scheduler.service.authz import Authorizer
 from scheduler.service.claims import ClaimsServicer
 from scheduler.service.config import SchedulerConfig
+from scheduler.service.drain import Drain
 from scheduler.service.engine import Engine, LedgerFailed
+from scheduler.service.errors import Refused
 from scheduler.service.leader import Leadership
 from scheduler.service.limits import Admission
 from scheduler.service.metrics import SchedulerMetrics
@@ -52,9 +54,21 @@ RECONNECT_GRACE_S = 30   # a host with no stream for this long (since start-up, 
 GC_THRESHOLD = 50_000   # allocations between young-generation collections (default 700)
 PROBE_EVERY_S = 1.0     # while the ledger's disk is full, how often a test write is tried
 STEPPED_DOWN = 3        # exit status of a leader that lost the shared ledger (restarted, it stands by)
-# how long a leader that lost the ledger keeps answering before its server stops: calls that race
-# the step-down get LEDGER_UNAVAILABLE (retryable: clients fail over), not a shutdown's CANCELLED
+# how long a leader that lost the ledger goes on refusing calls (NOT_LEADER, no leader named) before its
+# port closes: clients still sending here are told to go elsewhere rather than find nothing listening
 STEP_DOWN_ANSWERING_S = 1.0
+DRAIN_PATIENCE_S = 3.0  # how long a stop lets unary calls in flight finish before it cuts them short (drain.py)
+
+# what a stopping scheduler answers (drain.py): a new call, and a call in flight cut short
+STOPPING = (Refused("SHUTTING_DOWN", "this scheduler is stopping and did nothing with this call; "
+                                     "send it to another scheduler, or again once this one is back"),
+            Refused("SHUTTING_DOWN", "this scheduler stopped before this call's outcome was known: it may "
+                                     "or may not have been done; send the same request again"))
+STEPPING_DOWN = (Refused("NOT_LEADER", "this scheduler lost the ledger and is stepping down; it cannot "
+                                       "name the leader: try the other schedulers"),
+                 Refused("LEDGER_UNAVAILABLE", "this scheduler lost the ledger before this call's outcome "
+                                               "was known: it may or may not have been done; send the same "
+                                               "request again"))
 
 
 def tune_collector() -> None:
@@ -171,8 +185,9 @@ class Scheduler:
         self.engine.on_receipts = lambda principal, n: self.admission.receipts(principal, n, time.monotonic())
         self.agents.admission = self.admission
         self.tls = ReloadableTls(config.server.tls) if config.server.tls else None
+        self.drain = Drain(on_refused=lambda code: self.engine.on_refused(code))
         # gRPC's own cap sits above every pool together, so that no pool can fill it
-        self.server = grpc.aio.server(interceptors=[self.authorizer], options=server_options(config.limits),
+        self.server = grpc.aio.server(interceptors=[self.drain, self.authorizer], options=server_options(config.limits),
                                       maximum_concurrent_rpcs=sum(pools(config.limits).values()) + REFUSING)
         self.claims = ClaimsServicer(self.engine, config.limits)
         claims_pb2_grpc.add_ClaimsServicer_to_server(self.claims, self.server)
@@ -322,13 +337,17 @@ class Scheduler:
         if absent:
             await self.engine.decide([WorkerLiveness(w, False) for w in sorted(absent)], time.time_ns())
 
-    async def stop(self, answering_s: float = 0.0) -> None:
-        """NOT_SERVING, then (for `answering_s`) the server still answers, then
-        it stops, giving calls in progress 2 s."""
+    async def stop(self, answering_s: float = 0.0, answers: tuple[Refused, Refused] = STOPPING) -> None:
+        """NOT_SERVING; then every call ends with a status, never CANCELLED
+        (drain.py): new calls are refused with answers[0], streams and calls
+        still running after DRAIN_PATIENCE_S are cut short with answers[1];
+        the refusals go on for `answering_s`, and only then does grpc's server
+        stop, with no call left for it to cancel."""
         daemon.stopping()
         await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
+        await self.drain.close(*answers, DRAIN_PATIENCE_S)
         await asyncio.sleep(answering_s)
-        await self.server.stop(grace=2)
+        await self.server.stop(grace=1)
         if self.engine.writer is not None:
             await self.engine.writer.close()
             self.engine.writer.steward.close()
@@ -356,7 +375,7 @@ async def serve(config: SchedulerConfig, path: Path, accept_ledger_loss: bool = 
         starting.result()
     except StartupError as exc:
         log.error("%s", exc)
-        await scheduler.server.stop(grace=0)
+        await scheduler.stop()
         return exc.exit_status
     ticker = asyncio.create_task(scheduler.tick())
     tasks = {ticker, stopped}
@@ -371,7 +390,7 @@ async def serve(config: SchedulerConfig, path: Path, accept_ledger_loss: bool = 
     if scheduler.leadership is not None and scheduler.engine.failed is not None:
         log.error("no longer the leader of the ledger (%s): stepping down without writing",
                   scheduler.engine.failed)
-        await scheduler.stop(answering_s=STEP_DOWN_ANSWERING_S)   # every call is refused: engine.failed
+        await scheduler.stop(STEP_DOWN_ANSWERING_S, STEPPING_DOWN)
         return STEPPED_DOWN
     await scheduler.stop()
     return 0 if scheduler.engine.failed is None else exit_status(scheduler.engine.failed)

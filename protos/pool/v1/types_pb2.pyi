@@ -33,6 +33,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     INVALID_ARGUMENT: _ClassVar[ErrorCode]
     WATCH_LAGGED: _ClassVar[ErrorCode]
     NOT_LEADER: _ClassVar[ErrorCode]
+    SHUTTING_DOWN: _ClassVar[ErrorCode]
     NO_CLIENT_CERTIFICATE: _ClassVar[ErrorCode]
     UNKNOWN_PRINCIPAL: _ClassVar[ErrorCode]
     ROLE_NOT_ALLOWED: _ClassVar[ErrorCode]
@@ -134,6 +135,7 @@ WITNESS_REJECTED: ErrorCode
 INVALID_ARGUMENT: ErrorCode
 WATCH_LAGGED: ErrorCode
 NOT_LEADER: ErrorCode
+SHUTTING_DOWN: ErrorCode
 NO_CLIENT_CERTIFICATE: ErrorCode
 UNKNOWN_PRINCIPAL: ErrorCode
 ROLE_NOT_ALLOWED: ErrorCode
