@@ -10,6 +10,13 @@ calls in flight get up to `patience_s` to finish as they would, and any still
 running then is cut short with `cut` (its outcome unknown: the client sends
 it again). Only then is grpc's server stopped, with nothing left to cancel.
 
+A stream is cut where it waits for its next message (a Watch for a change,
+an agent's stream for an acknowledgement); one that grpc is sending a
+message for is cut right after it. Before grpc's server stops, `close` waits
+for a moment with no new call (QUIET_S, at most `patience_s` more): a client
+refused SHUTTING_DOWN has gone elsewhere, and grpc's stop, which cancels a
+call that reaches it in that instant, finds none.
+
 A call the client itself cancels, or whose deadline passes, is grpc's to
 end as before: only calls cut by `close` are answered with `cut`.
 """
@@ -26,6 +33,16 @@ import grpc
 from scheduler.service.errors import Refused
 
 HEALTH = "/grpc.health.v1.Health/"
+QUIET_S = 0.1   # no new call for this long: clients have gone elsewhere, grpc's server may stop
+
+
+class _Call:
+    """One call in flight: whether it streams, and whether it waits in the
+    handler (where a cancellation lands in code that answers it with a status)."""
+    __slots__ = ("streaming", "waiting")
+
+    def __init__(self, streaming: bool) -> None:
+        self.streaming, self.waiting = streaming, not streaming
 
 
 class Drain(grpc.aio.ServerInterceptor):
@@ -34,8 +51,9 @@ class Drain(grpc.aio.ServerInterceptor):
     def __init__(self, on_refused: Callable[[str], None] = lambda code: None) -> None:
         self.refusal: Refused | None = None   # set by close: what a new call is answered
         self.cut: Refused | None = None       # set by close: what a call cut short is answered
-        self._calls: dict[asyncio.Task, bool] = {}   # in flight -> whether it is a stream
+        self._calls: dict[asyncio.Task, _Call] = {}   # in flight
         self._on_refused = on_refused
+        self._arrived = 0.0   # when the last call came (monotonic)
 
     async def intercept_service(self, continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Any]],
                                 details: grpc.HandlerCallDetails) -> Any:
@@ -54,9 +72,9 @@ class Drain(grpc.aio.ServerInterceptor):
         `patience_s` every unary call still running, with `cut`; return once
         no call is in flight (or, should one ignore its cancellation, a second later)."""
         self.refusal, self.cut = refusal, cut
-        for task, streaming in list(self._calls.items()):
-            if streaming:
-                task.cancel()
+        for task, call in list(self._calls.items()):
+            if call.streaming and call.waiting:
+                task.cancel()   # one being sent a message ends before its next (_stream_response)
         deadline = time.monotonic() + patience_s
         while self._calls and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
@@ -65,16 +83,25 @@ class Drain(grpc.aio.ServerInterceptor):
         deadline = time.monotonic() + 1.0
         while self._calls and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
+        deadline = time.monotonic() + patience_s
+        while time.monotonic() - self._arrived < QUIET_S and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
 
     async def _refuse(self, context: grpc.aio.ServicerContext, error: Refused) -> None:
         self._on_refused(error.code)
         await context.abort(error.status, str(error))
 
-    def _enter(self, streaming: bool) -> asyncio.Task:
+    def _enter(self, streaming: bool) -> tuple[asyncio.Task, _Call]:
         task = asyncio.current_task()
         assert task is not None
-        self._calls[task] = streaming
-        return task
+        call = self._calls[task] = _Call(streaming)
+        return task, call
+
+    async def _door(self, context: grpc.aio.ServicerContext, refusable: bool) -> None:
+        """Note the call's arrival; refuse it if closing (health is never refused)."""
+        self._arrived = time.monotonic()
+        if self.refusal is not None and refusable:
+            await self._refuse(context, self.refusal)
 
     async def _cut(self, context: grpc.aio.ServicerContext) -> None:
         """After a CancelledError: the cut status if close cut the call, else grpc's own cancellation."""
@@ -85,9 +112,8 @@ class Drain(grpc.aio.ServerInterceptor):
 
 def _unary_response(door: Drain, handler: Any, refusable: bool, behaviour: Callable, make: Callable) -> Any:
     async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
-        if door.refusal is not None and refusable:
-            await door._refuse(context, door.refusal)
-        task = door._enter(False)
+        await door._door(context, refusable)
+        task, _ = door._enter(False)
         try:
             return await behaviour(request, context)
         except asyncio.CancelledError:
@@ -99,16 +125,26 @@ def _unary_response(door: Drain, handler: Any, refusable: bool, behaviour: Calla
 
 def _stream_response(door: Drain, handler: Any, refusable: bool, behaviour: Callable, make: Callable) -> Any:
     async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
-        if door.refusal is not None and refusable:
-            await door._refuse(context, door.refusal)
-        task = door._enter(True)
+        await door._door(context, refusable)
+        task, state = door._enter(True)
+        responses = behaviour(request, context)
         try:
-            async for response in behaviour(request, context):
+            while True:
+                if door.cut is not None:   # closing came while grpc was sending the last message
+                    await door._refuse(context, door.cut)
+                state.waiting = True
+                try:
+                    response = await anext(responses)
+                except StopAsyncIteration:
+                    return
+                finally:
+                    state.waiting = False
                 yield response
         except asyncio.CancelledError:
             await door._cut(context)
         finally:
             door._calls.pop(task, None)
+            await responses.aclose()
     return make(call, handler.request_deserializer, handler.response_serializer)
 
 
