@@ -145,7 +145,10 @@ def _gang_error(state: ClusterState, spec: ClaimSpec) -> KernelError | None:
     return None
 
 
-def progress(state: ClusterState, claim_id: str, completed_units: int) -> Progress | KernelError:
+def progress(state: ClusterState, claim_id: str, completed_units: int) -> Progress | None | KernelError:
+    """The event that records a claim's cumulative completed units; None when
+    it already has that count (nothing to record: a report sent again, after
+    an answer that was lost, changes nothing); or why not."""
     claim = state.claims.get(claim_id)
     if claim is None:
         return KernelError(ErrorCode.UNKNOWN_CLAIM, "claim_id", f"no claim {claim_id!r}")
@@ -154,6 +157,8 @@ def progress(state: ClusterState, claim_id: str, completed_units: int) -> Progre
     if completed_units < claim.completed_units:
         return KernelError(ErrorCode.PROGRESS_REGRESSED, "completed_units",
                            f"completed units are cumulative: {completed_units} < {claim.completed_units}")
+    if completed_units == claim.completed_units:
+        return None
     return Progress(claim_id, completed_units)
 
 

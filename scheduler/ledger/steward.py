@@ -88,6 +88,10 @@ class Steward:
         at = store.latest(COSIGNED) if self._length else None
         if at is not None:
             self._note_cosigned(next(store.read(at, at + 1)))
+        # (witness key id, length) of each statement in the ledger, or queued to it: one receipt each.
+        # Those replayed past (before the checkpoint replay started from) are known by the last only.
+        self._statements: set[tuple[bytes, int]] = {(self._witness.key_id, self._witness.length)} \
+            if self._witness else set()
 
     @classmethod
     def open(cls, store: Store, key: SigningKey, fold: Fold | None = None, *,
@@ -109,11 +113,13 @@ class Steward:
         folder = Folder(fold or Fold(lambda state, entry: state, None))
         anchor = _checkpoint_anchor(store, key, folder)
         start = anchor.index if anchor else 0
-        report = verify(store.read(start), key.public, on_entry=folder, workers=workers,
+        statements: list[bytes] = []
+        report = verify(store.read(start), key.public, on_entry=_noting(statements, folder), workers=workers,
                         anchor=anchor, fetch=lambda i: next(store.read(i, i + 1)), tree=store.tree_node)
         if not report.valid:
             raise LedgerInvalid(report)
         steward = cls(store, key, report, folder.state, folder)
+        steward._statements.update(map(_statement_key, statements))
         if loss is not None and (loss.length or not loss.unreadable):   # (an empty store: nothing to say)
             steward.commit([accepted(loss)])
         return steward
@@ -132,11 +138,14 @@ class Steward:
         LedgerInvalid if the tail does not verify."""
         with self._lock:
             anchor = Anchor(self._length, self._head, self.ledger_id, self._witness)
-            report = verify(self._store.read(self._length), self._key.public, on_entry=self._folder,
+            statements: list[bytes] = []
+            report = verify(self._store.read(self._length), self._key.public,
+                            on_entry=_noting(statements, self._folder),
                             workers=1, anchor=anchor, fetch=lambda i: next(self._store.read(i, i + 1)),
                             tree=self._store.tree_node)
             if not report.valid:
                 raise LedgerInvalid(report)
+            self._statements.update(map(_statement_key, statements))
             added = report.length - self._length
             with self._sign_lock:
                 self._length, self._head = report.length, report.head
@@ -200,21 +209,28 @@ class Steward:
     def append(self, kind: str, body: dict, time_ns: int | None = None) -> Receipt:
         return self.commit([prepare(kind, body, time_ns)])[0]
 
-    def record_witness(self, statement: bytes) -> Receipt:
-        """Append a witness's statement about this ledger."""
-        return self.commit([self.prepare_witness(statement)])[0]
+    def record_witness(self, statement: bytes) -> Receipt | None:
+        """Append a witness's statement about this ledger (None: it is in already)."""
+        item = self.prepare_witness(statement)
+        return None if item is None else self.commit([item])[0]
 
     def prepare_witness(self, statement: bytes, trusted: Collection[PublicKey] | None = None,
-                        actor: str | None = None) -> Prepared:
+                        actor: str | None = None) -> Prepared | None:
         """A witness's statement, checked (WitnessRejected if it is malformed, by
         the steward's key, by a key not in `trusted` when that is given, or about
-        other receipts than these) and ready to append."""
+        other receipts than these) and ready to append; None when the ledger
+        already has (or is about to have) this witness's statement about this
+        length: one receipt per statement, so a witness may send one again."""
         seen = witness.read_statement(statement)
         if trusted is not None:
             witness.check_trusted(seen, trusted)
         with self._lock:
             witness.check(seen, self._key.public, self.ledger_id, self._length,
                           lambda i: receipts.digest(next(self._store.read(i, i + 1))))
+            key = (seen.witness.key_id, seen.length)
+            if key in self._statements:
+                return None
+            self._statements.add(key)
         return prepare(WITNESS, {"statement": statement}, internal=True, actor=actor)
 
     def _note_witness(self, statement: bytes) -> None:
@@ -303,6 +319,21 @@ class Steward:
 
     def close(self) -> None:
         self._store.close()
+
+
+def _noting(statements: list[bytes], folder: Folder | None):
+    """An on_entry that folds (with a folder), and notes each witness statement it passes."""
+    def on_entry(entry) -> None:
+        if entry.kind == WITNESS:
+            statements.append(entry.body["statement"])
+        if folder is not None:
+            folder(entry)
+    return on_entry
+
+
+def _statement_key(statement: bytes) -> tuple[bytes, int]:
+    seen = witness.read_statement(statement)
+    return seen.witness.key_id, seen.length
 
 
 def _checkpoint_anchor(store: Store, key: SigningKey, folder: Folder) -> Anchor | None:

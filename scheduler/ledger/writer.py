@@ -38,9 +38,11 @@ class GroupCommitWriter:
         return self.enqueue(prepare(kind, body, time_ns, actor=actor))
 
     def submit_witness(self, statement: bytes, trusted: Collection[PublicKey] | None = None,
-                       actor: str | None = None) -> asyncio.Future:
-        """Queue a witness's statement (WitnessRejected now if it does not check)."""
-        return self.enqueue(self.steward.prepare_witness(statement, trusted, actor))
+                       actor: str | None = None) -> asyncio.Future | None:
+        """Queue a witness's statement (WitnessRejected now if it does not check);
+        None when the ledger has it, or it is queued, already (steward.prepare_witness)."""
+        item = self.steward.prepare_witness(statement, trusted, actor)
+        return None if item is None else self.enqueue(item)
 
     def submit_checkpoint(self, snapshot: object) -> asyncio.Future:
         """Queue a checkpoint (its chunks, then its receipt) of the state that the

@@ -178,16 +178,28 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
 
     @guarded
     async def Progress(self, request, context):
+        """The count is cumulative: a report of the count the claim already has
+        records nothing and answers its status (so sending one again is safe)."""
         event = checked(kernel.progress(self.engine.state, request.claim_id, request.completed_units))
-        await self.engine.commit([(event.kind, event.to_body(), event)], time.time_ns())
+        if event is None:
+            await self.engine.durable()   # the count it has may still be on its way to the ledger
+        else:
+            await self.engine.commit([(event.kind, event.to_body(), event)], time.time_ns())
         return self.status(request.claim_id)
 
     @guarded
     async def Release(self, request, context):
+        """A Release sent again by the principal whose Release ended the claim
+        (its first answer lost) answers the claim's status as the first would
+        have; anyone else's, or a claim that ended otherwise, CLAIM_NOT_OPEN."""
         now = time.time_ns()
-        if self.engine.state.claim(request.claim_id) is None:
+        engine = self.engine
+        if engine.state.claim(request.claim_id) is None:
             raise Refused("UNKNOWN_CLAIM", f"no claim {request.claim_id!r}")
-        await self.engine.decide([checked(kernel.release(self.engine.state, request.claim_id, now))], now)
+        if engine.released_by.get(request.claim_id) == caller().name:
+            await engine.durable()   # the first Release may still be on its way to the ledger
+        else:
+            await engine.decide([checked(kernel.release(engine.state, request.claim_id, now))], now)
         return self.status(request.claim_id)
 
     @guarded

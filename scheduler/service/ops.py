@@ -137,10 +137,19 @@ class OperationsServicer(ops_pb2_grpc.OperationsServicer):
 
     @guarded
     async def Reclaim(self, request, context):
+        """The reclamation order, or the claims named of it: each is settled
+        once. Naming them makes a second sending safe (ops.proto)."""
         now = time.time_ns()
         order = kernel.reclamation_order(self._verdicts(self.engine.state, self._writer.next_seq))
+        named = frozenset(request.claim_ids)
+        if named:
+            order = tuple(c for c in order if c in named)
         await self.engine.decide(kernel.reclaim(self.engine.state, order, now), now)
-        return ops_pb2.ReclaimResponse(reclaimed=order)
+        if not named:
+            return ops_pb2.ReclaimResponse(reclaimed=order)
+        state = self.engine.committed.state
+        return ops_pb2.ReclaimResponse(reclaimed=[c for c in request.claim_ids if (claim := state.claim(c))
+                                                  and claim.state is kernel.ClaimState.RECLAIMED])
 
     @guarded
     async def Cordon(self, request, context):
@@ -189,5 +198,6 @@ class OperationsServicer(ops_pb2_grpc.OperationsServicer):
                                                    caller().name)
         except WitnessRejected as error:
             raise Refused("WITNESS_REJECTED", f"{error.code}: {error}") from None
-        await recorded
+        # a statement the ledger has already (one sent again): no new receipt, the head once it is durable
+        await (self.engine.durable() if recorded is None else recorded)
         return self._info()

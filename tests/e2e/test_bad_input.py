@@ -71,10 +71,16 @@ def test_repeated_claim_id_returns_the_original_answer_or_already_exists(cluster
 
 
 def test_settled_claims_refuse_progress_and_release(cluster):
+    """A Release sent again by whoever released the claim answers the released
+    status and records nothing (its first answer may have been lost); anyone
+    else's Release, and any Progress, is refused."""
     s = cluster()
     s.claims.Submit(submit(), timeout=10)
-    s.claims.Release(claims_pb2.ReleaseRequest(claim_id="c1"), timeout=10)
-    error = refused(s.claims.Release, claims_pb2.ReleaseRequest(claim_id="c1"))
+    released = s.claims.Release(claims_pb2.ReleaseRequest(claim_id="c1"), timeout=10)
+    length = ledger_length(s)
+    assert s.claims.Release(claims_pb2.ReleaseRequest(claim_id="c1"), timeout=10) == released
+    assert ledger_length(s) == length
+    error = refused(s.as_principal("alpha").claims.Release, claims_pb2.ReleaseRequest(claim_id="c1"))
     assert error.code() == grpc.StatusCode.FAILED_PRECONDITION and error.details().startswith("CLAIM_NOT_OPEN")
     error = refused(s.claims.Progress, claims_pb2.ProgressRequest(claim_id="c1", completed_units=1))
     assert error.code() == grpc.StatusCode.FAILED_PRECONDITION

@@ -10,7 +10,7 @@ import threading
 import grpc
 import pytest
 
-from protos.pool.v1 import agent_pb2, claims_pb2, ops_pb2
+from protos.pool.v1 import agent_pb2, claims_pb2, ops_pb2, types_pb2
 
 from .conftest import J, wait_for
 
@@ -35,6 +35,7 @@ def answers_during(scheduler, stop) -> tuple[list, list]:
                 if error.code() != grpc.StatusCode.UNAVAILABLE or not (error.details() or "").startswith(
                         "SHUTTING_DOWN"):
                     return   # the port is closed (or something unexpected): the assertion below says which
+                done.wait(0.2)   # as a client does after UNAVAILABLE: another address, or a backoff
 
     def watching() -> None:
         try:
@@ -71,7 +72,7 @@ def test_a_stopping_scheduler_ends_every_call_and_stream_with_a_status_never_can
     s.register()
     ended, _ = answers_during(s, lambda: s.stop())
     codes = [code for code, _ in ended]
-    assert "CANCELLED" not in " ".join(codes), ended
+    assert "CANCELLED" not in " ".join(codes), [e for e in ended if "SHUTTING_DOWN" not in e[1]]
     watch = [(c, d) for c, d in ended if c.startswith("watch")]
     stream = [(c, d) for c, d in ended if c.startswith("stream")]
     assert watch and watch[0][0] == "watch UNAVAILABLE" and watch[0][1].startswith("SHUTTING_DOWN: "), ended
@@ -80,3 +81,44 @@ def test_a_stopping_scheduler_ends_every_call_and_stream_with_a_status_never_can
     assert {c for c in codes if not c.startswith(("watch", "stream"))} <= {"UNAVAILABLE"}, ended
     log = s.log()
     assert "Task exception was never retrieved" not in log and "CancelledError" not in log, log[-3000:]
+
+
+def test_every_mutating_call_sent_again_answers_as_the_first_and_records_nothing(cluster):
+    """What a client does with an unknown outcome: send the same request again.
+    Each mutating call's second sending answers what the first did (or the
+    state the first left) and adds no receipt."""
+    from scheduler.ledger.witness import sign_statement
+
+    s = cluster()
+    s.register()
+    length = lambda: s.ops.LedgerHead(ops_pb2.LedgerHeadRequest(), timeout=10).length  # noqa: E731
+
+    def twice(call, request):
+        first = call(request, timeout=10)
+        before = length()
+        second = call(request, timeout=10)
+        assert length() == before, f"{request} sent again made a receipt"
+        return first, second
+
+    submit = claims_pb2.SubmitRequest(claim_id="c1", tenant="alpha", estimate_uj=J)
+    first, second = twice(s.claims.Submit, submit)
+    assert first == second
+    many = claims_pb2.SubmitManyRequest(claims=[claims_pb2.SubmitRequest(claim_id=f"m{i}", tenant="beta",
+                                                                         estimate_uj=J) for i in range(3)])
+    first, second = twice(s.claims.SubmitMany, many)
+    assert first == second
+    first, second = twice(s.claims.Progress, claims_pb2.ProgressRequest(claim_id="c1", completed_units=7))
+    assert first == second and second.completed_units == 7
+    first, second = twice(s.claims.Release, claims_pb2.ReleaseRequest(claim_id="c1"))
+    assert first == second and second.state == types_pb2.RELEASED
+    first, second = twice(s.ops.Cordon, ops_pb2.CordonRequest(worker="w1", cordoned=True))
+    assert first.cordoned and second.cordoned
+    first, second = twice(s.ops.Cordon, ops_pb2.CordonRequest(worker="w1", cordoned=False))
+    assert not first.cordoned and not second.cordoned
+    first, second = twice(s.ops.Reclaim, ops_pb2.ReclaimRequest())
+    assert list(second.reclaimed) == []
+    info = s.ops.LedgerHead(ops_pb2.LedgerHeadRequest(), timeout=10)
+    statement = sign_statement(s.witness_key, s.steward.public, info.ledger_id, info.length, info.head)
+    first, second = twice(s.as_principal("witness").ops.RecordWitness,
+                          ops_pb2.RecordWitnessRequest(witness_receipt=statement))
+    assert first == second and second.witnessed_length == info.length

@@ -74,3 +74,23 @@ def test_record_witness_refuses_a_bad_statement(tmp_path, steward_key, mangle, c
     assert steward.length == 1
     steward.close()
     other.close()
+
+
+def test_a_statement_sent_again_makes_no_second_receipt_even_after_a_restart(tmp_path, steward_key):
+    """One receipt per statement (a witness's key and the length it states):
+    a witness whose answer was lost sends the same statement again, to this
+    steward or to the next one that replays the ledger."""
+    steward = open_ledger(tmp_path / "l.db", steward_key)
+    for i in range(3):
+        steward.append("claim.submitted", {"claim": f"c{i}"})
+    statement = _statement(steward_key, list(steward.read()))
+    assert steward.record_witness(statement) is not None
+    assert steward.record_witness(statement) is None and steward.length == 5
+    later = _statement(steward_key, list(steward.read()))   # about 5 receipts: a new statement
+    assert steward.record_witness(later) is not None and steward.length == 6
+    steward.close()
+    again = open_ledger(tmp_path / "l.db", steward_key)
+    assert again.record_witness(statement) is None and again.record_witness(later) is None
+    other = _statement(steward_key, list(again.read())[:4], key=keys.generate())   # another witness, length 4
+    assert again.record_witness(other) is not None and again.length == 7
+    again.close()

@@ -390,8 +390,10 @@ class ReclamationOrderResponse(_message.Message):
     def __init__(self, verdicts: _Optional[_Iterable[_Union[ClaimVerdict, _Mapping]]] = ..., order: _Optional[_Iterable[str]] = ..., window_ns: _Optional[int] = ...) -> None: ...
 
 class ReclaimRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("claim_ids",)
+    CLAIM_IDS_FIELD_NUMBER: _ClassVar[int]
+    claim_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, claim_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ReclaimResponse(_message.Message):
     __slots__ = ("reclaimed",)

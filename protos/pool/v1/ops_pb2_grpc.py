@@ -160,7 +160,10 @@ class OperationsServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Reclaim(self, request, context):
-        """Settle every claim in the reclamation order as RECLAIMED.
+        """Settle every claim in the reclamation order as RECLAIMED; with claim_ids,
+        only those of them (the ones still IDLE now). Named claims make it safe to
+        send again: a claim already RECLAIMED gets no second receipt, and the answer
+        lists every named claim that is RECLAIMED, by this call or before.
         Errors: UNAVAILABLE (LEDGER_UNAVAILABLE).
         Callers: operator. Scope: none.
         """
