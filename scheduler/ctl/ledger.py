@@ -5,16 +5,18 @@ ledger file (a SQLite store or an export), needing no running scheduler; and
 from __future__ import annotations
 
 import argparse
+import json
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import grpc
 
-from protos.pool.v1 import ops_pb2, ops_pb2_grpc
+from protos.pool.v1 import ops_pb2, ops_pb2_grpc, proofs_pb2, proofs_pb2_grpc
 from scheduler.ctl.output import EXIT_FAILED, EXIT_OK, CtlError, add_output_flag, emit, table
 from scheduler.ctl.wire import add_scheduler_flag, as_ctl_error, call, channel, online_verb, to_doc
-from scheduler.ledger import cose, export, keys, receipts, trust, witness
+from scheduler.ledger import cose, export, keys, merkle, note, proof, receipts, trust, witness
 from scheduler.ledger.store import StoreError
 from scheduler.ledger.stores import describe, is_dsn, open_store
 from scheduler.ledger.verify import Report, verify
@@ -67,6 +69,36 @@ def register(verbs: argparse._SubParsersAction) -> None:
     add_scheduler_flag(p, key_flag="--client-key")
     add_output_flag(p)
     p.set_defaults(run=_witness)
+
+    p = online_verb(sub, "prove", "a claim's receipts with inclusion proofs against the latest cosigned "
+                    "checkpoint, written as a proof file for check-proof", _prove)
+    p.add_argument("claim")
+    p.add_argument("--out", required=True, metavar="FILE")
+    p.add_argument("--since-size", type=int, default=0, metavar="N",
+                   help="also prove the checkpoint consistent with your earlier one of N receipts")
+
+    p = sub.add_parser("check-proof", help="check a proof file offline (no server, no ledger); exit 1 if it fails")
+    p.add_argument("path")
+    p.add_argument("--key", required=True, metavar="PUBKEY", help="the steward's public key")
+    p.add_argument("--witness-key", action="append", default=[], metavar="VKEY",
+                   help="a trusted witness's vkey (name+keyid+base64(0x04 ‖ key)), or a file holding one; "
+                        "repeatable: each must have cosigned the checkpoint")
+    p.add_argument("--since", metavar="NOTE", help="an earlier checkpoint note you trust: the proof's must extend it")
+    add_output_flag(p)
+    p.set_defaults(run=_check_proof)
+
+    p = sub.add_parser("cosign", help="play a C2SP witness: check the scheduler's checkpoint is consistent "
+                       "with the last one this witness cosigned, cosign it, and record it")
+    p.add_argument("--key", required=True, metavar="WITNESS_KEY", help="the witness's private key")
+    p.add_argument("--name", required=True, help="the witness's key name (its vkey's name)")
+    p.add_argument("--steward-key", required=True, metavar="PUBKEY", help="the steward's public key")
+    p.add_argument("--state", required=True, metavar="FILE",
+                   help="this witness's last cosigned checkpoint for the log (created on first use)")
+    p.add_argument("--out", metavar="FILE", help="write the cosigned note here too")
+    p.add_argument("--submit", action="store_true", help="record the cosigned checkpoint in the scheduler's ledger")
+    add_scheduler_flag(p, key_flag="--client-key")
+    add_output_flag(p)
+    p.set_defaults(run=_cosign)
 
 
 def _public_key(path: str | None) -> keys.PublicKey | None:
@@ -225,5 +257,113 @@ def _fetch(args: Any) -> int:
     except OSError as exc:
         raise CtlError("UNWRITABLE", f"{args.out}: {exc.strerror}") from None
     doc = {"out": args.out, "length": count, "head": head.hex()}
+    emit(args, doc, lambda d: table(("field", "value"), list(d.items())))
+    return EXIT_OK
+
+
+def _proofs(args: Any) -> proofs_pb2_grpc.ProofsStub:
+    return proofs_pb2_grpc.ProofsStub(channel(args))
+
+
+def _write(path: str, data: bytes) -> None:
+    try:
+        Path(path).write_bytes(data)
+    except OSError as exc:
+        raise CtlError("UNWRITABLE", f"{path}: {exc.strerror}") from None
+
+
+def _prove(args: Any) -> int:
+    answer = call(_proofs(args).ProveClaim, proofs_pb2.ProveClaimRequest(claim_id=args.claim,
+                                                                        since_size=args.since_size))
+    doc = proof.document(answer.claim_id, answer.checkpoint,
+                         [(r.seq, r.receipt, list(r.path)) for r in answer.receipts], list(answer.pending),
+                         answer.since_size, list(answer.consistency))
+    _write(args.out, json.dumps(doc, indent=1).encode() + b"\n")
+    summary = {"out": args.out, "claim_id": answer.claim_id, "proven": [r.seq for r in answer.receipts],
+               "pending": list(answer.pending), "cosigned": bool(answer.checkpoint)}
+    emit(args, summary, lambda d: table(("field", "value"), list(d.items())))
+    if not answer.checkpoint:
+        raise CtlError("NOT_COSIGNED", "no cosigned checkpoint is recorded yet: nothing can be proven", EXIT_FAILED)
+    return EXIT_OK
+
+
+def _vkey(text: str) -> note.VKey:
+    if not text.count("+") >= 2 or Path(text).is_file():
+        text = _read_file(text).decode(errors="replace").strip()
+    try:
+        vkey = note.read_vkey(text)
+    except note.NoteError as exc:
+        raise CtlError("BAD_KEY", f"witness key: {exc}") from None
+    if vkey.kind != note.COSIGNATURE_V1:
+        raise CtlError("BAD_KEY", "a witness's vkey has type 0x04 (cosignature/v1)")
+    return vkey
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _check_proof(args: Any) -> int:
+    steward = _public_key(args.key)
+    witnesses = [_vkey(w) for w in args.witness_key]
+    since = None
+    if args.since:
+        try:
+            since = note.read_checkpoint(note.read_note(_read_file(args.since)).body)
+        except note.NoteError as exc:
+            raise CtlError("UNREADABLE", f"{args.since}: {exc}") from None
+    try:
+        checked = proof.check(proof.read(_read_file(args.path)), steward, witnesses, since)
+    except proof.ProofInvalid as exc:
+        raise CtlError("PROOF_INVALID", f"{exc.reason}: {exc}", EXIT_FAILED) from None
+    doc = {"valid": True, "claim_id": checked.claim_id, "origin": checked.origin, "size": checked.size,
+           "root": checked.root.hex(), "cosigned_by": list(checked.witnesses),
+           "receipts": [{"seq": f.seq, "kind": f.kind, "time_ns": f.time_ns, "actor": f.actor,
+                         "body": _plain(f.body)} for f in checked.facts],
+           "pending": list(checked.pending)}
+    if not witnesses:
+        doc["note"] = "no --witness-key: the checkpoint is only the steward's word, not a witness's"
+    emit(args, doc, lambda d: table(("seq", "kind", "actor"), [(f["seq"], f["kind"], f["actor"] or "")
+                                                               for f in d["receipts"]]))
+    return EXIT_OK
+
+
+def _cosign(args: Any) -> int:
+    key, steward = _signing_key(args.key), _public_key(args.steward_key)
+    state_path = Path(args.state)
+    last = None
+    if state_path.exists():
+        try:
+            last = note.read_checkpoint(note.read_note(_read_file(args.state)).body)
+        except note.NoteError as exc:
+            raise CtlError("UNREADABLE", f"{args.state}: {exc}") from None
+    answer = call(_proofs(args).GetCheckpoint, proofs_pb2.GetCheckpointRequest(old_size=last.size if last else 0))
+    try:
+        signed = note.read_note(answer.note)
+        checkpoint = note.read_checkpoint(signed.body)
+    except note.NoteError as exc:
+        raise CtlError("WITNESS_REJECTED", f"malformed: {exc}", EXIT_FAILED) from None
+    if not note.signed_by(signed, checkpoint.origin, steward):
+        raise CtlError("WITNESS_REJECTED", "signature: the checkpoint is not signed by the steward's key", EXIT_FAILED)
+    if last is not None:   # tlog-witness: only a tree consistent with the last one cosigned
+        if last.origin != checkpoint.origin or answer.old_size != last.size or not merkle.verify_consistency(
+                last.size, checkpoint.size, last.root, checkpoint.root, list(answer.consistency)):
+            raise CtlError("WITNESS_REJECTED", f"consistency: the checkpoint of {checkpoint.size} is not an "
+                           f"extension of the one of {last.size} this witness cosigned", EXIT_FAILED)
+    cosigned = signed.with_signature(note.cosign(signed.body, args.name, key, int(time.time())))
+    if args.submit:
+        call(_proofs(args).AddCosignature, proofs_pb2.AddCosignatureRequest(note=cosigned.encoded()))
+    _write(args.state, cosigned.encoded())   # only once it is consistent (and recorded, with --submit)
+    if args.out:
+        _write(args.out, cosigned.encoded())
+    doc = {"origin": checkpoint.origin, "size": checkpoint.size, "root": checkpoint.root.hex(),
+           "previous_size": last.size if last else 0, "submitted": args.submit,
+           "vkey": note.VKey(args.name, note.COSIGNATURE_V1, key.public).text()}
     emit(args, doc, lambda d: table(("field", "value"), list(d.items())))
     return EXIT_OK

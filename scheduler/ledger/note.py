@@ -24,7 +24,7 @@ import hashlib
 import struct
 from typing import NamedTuple
 
-from scheduler.ledger.keys import PublicKey, SigningKey
+from scheduler.ledger.keys import PublicKey, SigningKey, public_key_from
 
 ED25519 = 0x01        # signed-note signature type of a plain Ed25519 note signature
 COSIGNATURE_V1 = 0x04  # tlog-cosignature: Ed25519 cosignature/v1
@@ -74,6 +74,18 @@ def read_checkpoint(body: str) -> Checkpoint:
     return Checkpoint(origin, int(size), raw)
 
 
+def _base64(text: str, what: str) -> bytes:
+    """Standard base64 in its one canonical spelling (padding, zero spare bits):
+    so a note has exactly one byte form, and no changed byte leaves it valid."""
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except binascii.Error:
+        raise NoteError(f"{what} is not base64") from None
+    if base64.b64encode(raw).decode() != text:
+        raise NoteError(f"{what} is not in canonical base64")
+    return raw
+
+
 class Signature(NamedTuple):
     name: str
     key_id: bytes     # 4 bytes
@@ -117,10 +129,7 @@ def read_note(raw: bytes) -> Note:
         parts = line[len(DASH):].split(" ")
         if len(parts) != 2 or not _name_ok(parts[0]):
             raise NoteError("a signature line is: name, one space, base64")
-        try:
-            blob = base64.b64decode(parts[1], validate=True)
-        except binascii.Error:
-            raise NoteError("a signature is not base64") from None
+        blob = _base64(parts[1], "a signature")
         if len(blob) < 5:
             raise NoteError("a signature is shorter than its key id")
         signatures.append(Signature(parts[0], blob[:4], blob[4:]))
@@ -184,11 +193,21 @@ def read_vkey(text: str) -> VKey:
         raise NoteError("a vkey is <name>+<8 hex digits>+<base64 key>")
     try:
         wanted = bytes.fromhex(parts[1])
-        raw = base64.b64decode(parts[2], validate=True)
-    except (ValueError, binascii.Error):
-        raise NoteError("a vkey's key id is not hex or its key is not base64") from None
+    except ValueError:
+        raise NoteError("a vkey's key id is not hex") from None
+    raw = _base64(parts[2], "a vkey's key")
     if len(raw) != 33 or raw[0] not in (ED25519, COSIGNATURE_V1):
         raise NoteError("a vkey here is an Ed25519 key: type 0x01 or 0x04 and 32 bytes")
     if key_id(parts[0], raw[0], raw[1:]) != wanted:
         raise NoteError("the vkey's key id does not match its name and key")
     return VKey(parts[0], raw[0], PublicKey(raw[1:]))
+
+
+def witness_keys(text: str) -> tuple:
+    """What one `[ledger] witness_keys` entry trusts: a vkey (type 0x04: its
+    cosignatures, and its key's pool/1 statements), or a key file / 64 hex
+    digits (pool/1 statements, §8). NoteError or keys.KeyFileError if neither."""
+    if text.count("+") >= 2 and not text.startswith(("/", ".")):
+        vkey = read_vkey(text)
+        return (vkey, vkey.key)
+    return (public_key_from(text),)

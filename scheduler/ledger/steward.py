@@ -272,6 +272,10 @@ class Steward:
         return self.proofs.root(0, size)
 
     @property
+    def steward_key(self) -> PublicKey:
+        return self._key.public
+
+    @property
     def origin(self) -> str:
         """The checkpoints' origin line, and the steward's key name in their notes."""
         return note.origin_for(self.ledger_id)

@@ -123,6 +123,18 @@ def claim_field(name: str) -> Scope:
     return Scope("tenant", narrow, f"the claim named by {name} is in the caller's subtrees")
 
 
+def held_claim(name: str) -> Scope:
+    """The claim named by request.<name> is one the scheduler holds, in the
+    caller's subtrees: a claim compacted away (or never submitted) has no
+    tenant left to check against, so a tenant cannot name it."""
+    def narrow(principal: Principal, request: Any, state: ClusterState) -> Any:
+        claim = state.claim(getattr(request, name))
+        if claim is None:
+            raise _out_of_scope(principal, f"claim {getattr(request, name)!r} is not one the scheduler holds")
+        return claim_field(name).narrow(principal, request, state)
+    return Scope("tenant", narrow, f"the claim named by {name} is one the scheduler holds, in the caller's subtrees")
+
+
 def each_spec(name: str) -> Scope:
     """Every spec in the repeated request.<name> has a tenant in the caller's subtrees."""
     def narrow(principal: Principal, request: Any, state: ClusterState) -> Any:
@@ -195,6 +207,9 @@ TABLE: Mapping[str, Rule] = {
     "/pool.v1.Operations/LedgerExport": rule(LEDGER),
     "/pool.v1.Operations/RecordWitness": rule("witness", writes=True),
     "/pool.v1.Operations/Cordon": rule("operator", writes=True),
+    "/pool.v1.Proofs/GetCheckpoint": rule(READERS + " witness"),
+    "/pool.v1.Proofs/AddCosignature": rule("witness", writes=True),
+    "/pool.v1.Proofs/ProveClaim": rule(READERS, held_claim("claim_id")),
     "/pool.v1.AgentService/Register": rule("agent", host_field("host_id"), writes=True),
     "/pool.v1.AgentService/Stream": rule("agent", HELLO_HOST),
     "/grpc.health.v1.Health/Check": rule(ANYONE),

@@ -20,7 +20,8 @@ from protos import settings
 from protos.settings import ConfigError, natural, positive
 from scheduler.kernel import ConfigApplied, IdlePolicy, Tenant, TreeError, WorkClass, load_tree
 from scheduler.ledger import dcbor
-from scheduler.ledger.keys import KeyFileError, PublicKey, public_key_from
+from scheduler.ledger.keys import KeyFileError
+from scheduler.ledger.note import NoteError, witness_keys
 from scheduler.service.principal import INSECURE, ROLES, SCHEDULER, Budget, Principal
 
 RESERVED_PRINCIPALS = (SCHEDULER.name, INSECURE.name)
@@ -251,13 +252,14 @@ def _check_security(config: SchedulerConfig, where: str) -> None:
             raise ConfigError(f"{where}: principals.{name}.tenants: {unknown[0]!r} is not in the tenant tree")
     for key in config.ledger.witness_keys:
         try:
-            public_key_from(key)
-        except KeyFileError as exc:
+            witness_keys(key)
+        except (KeyFileError, NoteError) as exc:
             raise ConfigError(f"{where}: ledger.witness_keys: {exc}") from None
 
 
-def trusted_witnesses(config: SchedulerConfig) -> frozenset[PublicKey]:
-    return frozenset(public_key_from(k) for k in config.ledger.witness_keys)
+def trusted_witnesses(config: SchedulerConfig) -> frozenset:
+    """PublicKeys (pool/1 statements) and, from vkeys, note.VKeys (cosignatures)."""
+    return frozenset(k for text in config.ledger.witness_keys for k in witness_keys(text))
 
 
 def budget(entry: PrincipalEntry) -> Budget:

@@ -23,7 +23,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 
 from protos import daemon
-from protos.pool.v1 import agent_pb2_grpc, claims_pb2_grpc, ops_pb2_grpc
+from protos.pool.v1 import agent_pb2_grpc, claims_pb2_grpc, ops_pb2_grpc, proofs_pb2_grpc
 from protos.settings import ConfigError
 from scheduler.kernel import EventError, WorkerLiveness, period_roll
 from scheduler.ledger.fold import CheckpointMismatch, Fold, Unfoldable
@@ -45,6 +45,7 @@ from scheduler.service.leader import Leadership
 from scheduler.service.limits import Admission
 from scheduler.service.metrics import SchedulerMetrics
 from scheduler.service.ops import OperationsServicer
+from scheduler.service.proofs import ProofsServicer
 from scheduler.service.tls import ReloadableTls, TlsFileError
 
 log = logging.getLogger("pool.scheduler")
@@ -194,6 +195,7 @@ class Scheduler:
         agent_pb2_grpc.add_AgentServiceServicer_to_server(self.agents, self.server)
         operations = OperationsServicer(self.engine, self.agents, config.limits)
         ops_pb2_grpc.add_OperationsServicer_to_server(operations, self.server)
+        proofs_pb2_grpc.add_ProofsServicer_to_server(ProofsServicer(self.engine), self.server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         self.engine.on_event = self.metrics.count
         self.engine.on_refused = lambda code: self.metrics.refusals.labels(code).inc()

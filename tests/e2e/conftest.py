@@ -38,7 +38,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from protos.energy import Grade, split, with_unallocated
 from protos.pool.v1 import agent_pb2, agent_pb2_grpc, claims_pb2_grpc, ops_pb2, ops_pb2_grpc, types_pb2
 from scheduler.ctl import certs
-from scheduler.ledger import keys
+from scheduler.ledger import keys, note
 
 BIN = Path(sys.executable).parent
 J = 1_000_000
@@ -202,6 +202,7 @@ class Scheduler:
         self.steward = keys.load_signing_key(workdir / "steward.key")
         self.pki = None if insecure else Pki(workdir / "pki")
         self.witness_key = keys.generate()
+        self.witness_vkey = note.VKey("witness.test/w1", note.COSIGNATURE_V1, self.witness_key.public).text()
         self.config = workdir / f"{name}.toml"
         shared = f'store = "postgresql"\ndsn = "{dsn}"\nlease_ms = {lease_ms}\nfollow_ms = 100\n' if dsn else ""
         security = "insecure = true" if insecure else f"""
@@ -220,7 +221,7 @@ log_level = "warning"
 path = "{self.ledger}"
 steward_key = "{workdir / 'steward.key'}"
 checkpoint_every = {checkpoint_every}
-witness_keys = ["{self.witness_key.public.raw.hex()}"]
+witness_keys = ["{self.witness_key.public.raw.hex()}", "{self.witness_vkey}"]
 {shared}{tree}
 {'' if insecure else principals_toml(tree, hosts)}
 {extra}""")

@@ -11,7 +11,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2
 
-from protos.pool.v1 import agent_pb2, claims_pb2, ops_pb2, types_pb2
+from protos.pool.v1 import agent_pb2, claims_pb2, ops_pb2, proofs_pb2, types_pb2
 from scheduler.service.authz import ANYONE, TABLE, markdown, proto_comment
 from scheduler.service.errors import STATUS
 
@@ -19,7 +19,8 @@ from scheduler.service.errors import STATUS
 # but no [principals.mallory]
 CALLERS = {"operator": "operator", "auditor": "auditor", "witness": "witness", "tenant": "alpha", "agent": "w1"}
 SERVICES = [claims_pb2.DESCRIPTOR.services_by_name["Claims"], ops_pb2.DESCRIPTOR.services_by_name["Operations"],
-            agent_pb2.DESCRIPTOR.services_by_name["AgentService"], health_pb2.DESCRIPTOR.services_by_name["Health"]]
+            agent_pb2.DESCRIPTOR.services_by_name["AgentService"], health_pb2.DESCRIPTOR.services_by_name["Health"],
+            proofs_pb2.DESCRIPTOR.services_by_name["Proofs"]]
 METHODS = {f"/{s.full_name}/{m.name}": m for s in SERVICES for m in s.methods}
 
 
@@ -54,6 +55,8 @@ def _requests(method: str, claim: str, tenant: str, host: str) -> list:
         "Plan": lambda: claims_pb2.PlanRequest(claims=[claims_pb2.SubmitRequest(
             claim_id=f"{claim}-plan", tenant=tenant, estimate_uj=5)]),
         "Cordon": lambda: ops_pb2.CordonRequest(worker=host, cordoned=False),   # as it is: no receipt
+        "ProveClaim": lambda: proofs_pb2.ProveClaimRequest(claim_id=claim),
+        "AddCosignature": lambda: proofs_pb2.AddCosignatureRequest(note=b"x"),
     }
     m = METHODS[method]
     made = request.get(m.name) if m.containing_service.name != "Health" else None
@@ -190,7 +193,8 @@ def test_an_agent_acts_only_as_its_own_host(cluster):
 
 def test_the_proto_comments_and_the_docs_print_the_table():
     root = Path(__file__).resolve().parents[2]
-    for name, service in (("claims", "Claims"), ("ops", "Operations"), ("agent", "AgentService")):
+    for name, service in (("claims", "Claims"), ("ops", "Operations"), ("agent", "AgentService"),
+                          ("proofs", "Proofs")):
         lines = (root / "protos" / "pool" / "v1" / f"{name}.proto").read_text().splitlines()
         for i, line in enumerate(lines):
             if (rpc := re.match(r"\s*rpc (\w+)\(", line)):
