@@ -188,7 +188,7 @@ class VKey(NamedTuple):
 def read_vkey(text: str) -> VKey:
     """NoteError unless `text` is a vkey with an Ed25519 key (type 0x01 or 0x04)
     whose key id matches its name and key."""
-    parts = text.strip().split("+")
+    parts = text.strip().split("+", 2)   # the name holds no '+'; the base64 may
     if len(parts) != 3 or not _name_ok(parts[0]) or len(parts[1]) != 8:
         raise NoteError("a vkey is <name>+<8 hex digits>+<base64 key>")
     try:

@@ -35,6 +35,14 @@ def test_our_signed_note_is_the_go_reference_byte_for_byte():
     assert not note.signed_by(tampered, "PeterNeumann", vkey.key)
 
 
+PLUS_VKEY = "TEST+7997405c+AQcC+FTVKf0jlTdHDY3rbevmnKxxPjigCXlVtGe6RIr6"   # transparency-dev/formats: '+' in the base64
+
+
+def test_a_vkey_whose_base64_holds_a_plus_reads():
+    vkey = note.read_vkey(PLUS_VKEY)
+    assert vkey.name == "TEST" and vkey.kind == note.ED25519 and vkey.text() == PLUS_VKEY
+
+
 def test_a_cosigner_vkey_of_type_4_reads_and_a_wrong_one_does_not():
     vkey = note.read_vkey(COSIGNER_VKEY)
     assert vkey.kind == note.COSIGNATURE_V1 and vkey.name == "remora.n621.de" and vkey.text() == COSIGNER_VKEY
