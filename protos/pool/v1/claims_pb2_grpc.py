@@ -168,8 +168,11 @@ class ClaimsServicer:
     def Watch(self, request, context):
         """A stream of state changes: the current status of each matching claim
         first (one message per claim, so no message grows with the backlog), then
-        every change as it becomes durable.
-        Errors: NOT_FOUND (UNKNOWN_CLAIM, UNKNOWN_TENANT).
+        every change as it becomes durable. A watcher that falls behind by
+        limits.watch_events events or limits.watch_bytes bytes is cut off with
+        RESOURCE_EXHAUSTED (WATCH_LAGGED), whose trailing metadata
+        "pool-resume-from" is the position to watch again from (resume_from).
+        Errors: NOT_FOUND (UNKNOWN_CLAIM, UNKNOWN_TENANT), INVALID_ARGUMENT (resume_from).
         Callers: auditor, operator, tenant. Scope: tenant: the watched claim or tenant is in the caller's subtrees; no target: the caller's one subtree.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
