@@ -89,12 +89,8 @@ def prolog(config) -> int:
 
 def _bind(pool, config, admitted: list, detail) -> None:
     """Tell Pool which GPUs Slurm gave each member (the claim-binding rule, RULES §10)."""
-    bind = getattr(pool, "bind", None)
-    if bind is None:
-        return
     for c in admitted:
-        node = config.node(c.worker)
-        bind(c, list(detail.nodes.get(node, ())))
+        pool.bind(c, list(detail.nodes.get(config.node(c.worker), ())))
 
 
 def _note(slurm, job_id: str, text: str) -> None:

@@ -32,6 +32,7 @@ def _error(exc: grpc.RpcError) -> PoolError:
 
 class Pool:
     def __init__(self, config: Config) -> None:
+        self.config = config
         self.timeout = config.timeout_s
         if config.ca is None:
             self.channel = grpc.insecure_channel(config.scheduler)
@@ -83,6 +84,21 @@ class Pool:
             if exc.code in ("CLAIM_NOT_OPEN", "UNKNOWN_CLAIM"):
                 return None
             raise
+
+    def bind(self, status: claims_pb2.ClaimStatus, indices: list[int]) -> claims_pb2.ClaimStatus:
+        """Bind an admitted claim to the GPUs Slurm gave its job on its worker (RULES §10). Slurm's
+        index i is the i-th device of `[devices.<worker>]` in the config, else the worker's i-th GPU
+        in device id order (as Operations.Workers lists them)."""
+        devices = self.config.devices.get(status.worker)
+        if devices is None:
+            worker = next((w for w in self.workers() if w.worker == status.worker), None)
+            devices = tuple(g.device_id for g in worker.gpus) if worker is not None else ()
+        missing = [i for i in indices if i >= len(devices)]
+        if missing:
+            raise PoolError("BIND_CONFLICT", f"Slurm gave GPU index {missing[0]} on {status.worker!r}, which "
+                                             f"has {len(devices)} GPU(s) in Pool")
+        request = claims_pb2.BindRequest(claim_id=status.claim_id, device_ids=[devices[i] for i in indices])
+        return self._call(self.claims.Bind, request)
 
     def workers(self) -> list[ops_pb2.WorkerStatus]:
         return list(self._call(self.ops.Workers, ops_pb2.WorkersRequest()).workers)

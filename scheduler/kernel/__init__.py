@@ -2,9 +2,10 @@
 events out. No gRPC, storage, clock, NVML or randomness: time is an argument
 and every result is a function of the state and the inputs."""
 
+from .binding import bind
 from .admission import EntitlementCheck, Evaluation, evaluate, hold_for, progress, release, settle, submit
 from .estimates import Estimate, derived_estimate
-from .events import (EVENT_TYPES, ClaimAdmitted, ClaimRefused, ClaimSubmitted, ConfigApplied, Event, MeterDelta,
+from .events import (EVENT_TYPES, Binding, ClaimAdmitted, ClaimBound, ClaimRefused, ClaimSubmitted, ConfigApplied, Event, MeterDelta,
                      Metered, PeriodRolled, Preempted, Progress, Reclaimed, Released, WorkerCordoned, WorkerLiveness,
                      WorkerRegistered, event_from_body)
 from .explain import Explanation, WorkerExplanation, explain, headline, queue_position

@@ -142,6 +142,26 @@ class Reclaimed(Settled):
 
 
 @dataclass(frozen=True, slots=True)
+class Binding:
+    """One claim's devices after a bind: the bound claim's, or an unbound one's moved away."""
+
+    claim_id: str
+    devices: tuple[DeviceShare, ...]
+    bound: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimBound(Event):
+    """RULES §10: an admitted claim bound to the devices its job was given on
+    its worker; `bindings` holds it (bound) and every unbound claim the bind
+    moved, each with its new devices."""
+
+    kind: ClassVar[str] = "claim_bound"
+    worker_id: str
+    bindings: tuple[Binding, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class PeriodRolled(Event):
     kind: ClassVar[str] = "period_rolled"
     period_index: int
@@ -149,7 +169,7 @@ class PeriodRolled(Event):
 
 EVENT_TYPES: dict[str, type] = {cls.kind: cls for cls in (
     ConfigApplied, WorkerRegistered, WorkerLiveness, WorkerCordoned, ClaimSubmitted, ClaimAdmitted, ClaimRefused,
-    Metered, Progress, Released, Preempted, Reclaimed, PeriodRolled)}
+    Metered, Progress, Released, Preempted, Reclaimed, PeriodRolled, ClaimBound)}
 
 
 def event_from_body(kind: str, body: dict[str, Any]) -> Event:

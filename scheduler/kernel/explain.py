@@ -71,6 +71,7 @@ class Explanation:
     devices: tuple[DeviceShare, ...] = ()
     gang_member: str = ""                   # the member whose checks are shown, for a pending gang
     gpu_types: tuple[str, ...] = ()         # the types the claim accepts
+    bound: bool = False                     # RULES §10: its devices are its job's, bound from outside
 
 
 def headline(claim: Claim, pending_reason: Reason = Reason.REASON_UNSPECIFIED) -> Reason:
@@ -147,7 +148,7 @@ def _settled(state: ClusterState, claim: Claim) -> Explanation:
         without = adjust(worker, state.loads[claim.worker], claim.claim_id, claim.spec, claim.devices, -1)
         workers = (WorkerExplanation(claim.worker, True, Reason.ADMISSIBLE, worker, without, claim.spec.resources),)
     return Explanation(claim.claim_id, claim.state, headline(claim), _held_checks(state, claim), workers, 0,
-                       claim.worker, claim.devices, gpu_types=gpu_types)
+                       claim.worker, claim.devices, gpu_types=gpu_types, bound=claim.bound)
 
 
 def explain(state: ClusterState, claim_id: str, now_ns: int = 0) -> Explanation | KernelError:

@@ -87,6 +87,8 @@ class ErrorCode(IntEnum):
     INVALID_ARGUMENT = 14
     UNKNOWN_WORKER = 200
     CLAIM_NEVER_FITS = 120
+    BIND_CONFLICT = 220
+    CLAIM_NOT_ADMITTED = 221
 
 
 OPEN_STATES = frozenset({ClaimState.PENDING, ClaimState.ADMITTED})

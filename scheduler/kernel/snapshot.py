@@ -172,6 +172,7 @@ class Claim(NamedTuple):
     settled_grade: Grade | None = None
     submitted_ns: int = 0  # the submission's time (0 in ledgers older than the field)
     borrowed_uj: int = 0   # the part of the hold beyond the tenant's free guarantee at admission
+    bound: bool = False    # RULES §10: its devices are those its job was given outside Pool; never moved
 
     # the spec's id and tenant
     claim_id = property(attrgetter("spec.claim_id"), doc="The spec's claim_id.")

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from protos.energy import Grade, worst
 
-from .events import (ClaimAdmitted, ClaimRefused, ClaimSubmitted, ConfigApplied, Event, Metered,
+from .events import (ClaimAdmitted, ClaimBound, ClaimRefused, ClaimSubmitted, ConfigApplied, Event, Metered,
                      PeriodRolled, Preempted, Progress, Reclaimed, Released, Settled, WorkerCordoned,
                      WorkerLiveness, WorkerRegistered)
 from .placement import adjust, free_key
@@ -221,6 +221,19 @@ def _settled(state: ClusterState, e: Settled) -> ClusterState:
                    **_reserved(state, state.workers[claim.worker], claim, claim.devices, -1))
 
 
+def _bound(state: ClusterState, e: ClaimBound) -> ClusterState:
+    """RULES §10 (binding.py decides; this moves the reservations as recorded)."""
+    worker = _known_worker(state, e.worker_id)
+    for b in e.bindings:
+        claim = _claim(state, b.claim_id, _ADMITTED)
+        if claim.worker != e.worker_id:
+            raise EventError(f"claim {b.claim_id!r} is on {claim.worker!r}, not {e.worker_id!r}")
+        state = state._replace(**_reserved(state, worker, claim, claim.devices, -1))
+        moved = claim._replace(devices=b.devices, bound=claim.bound or b.bound)
+        state = state._replace(claims=state.claims.set(b.claim_id, moved), **_reserved(state, worker, moved, b.devices, 1))
+    return state
+
+
 def _rolled(state: ClusterState, e: PeriodRolled) -> ClusterState:
     if e.period_index <= state.period_index:
         raise EventError(f"period {e.period_index} does not follow {state.period_index}")
@@ -231,7 +244,7 @@ _HANDLERS = {ConfigApplied: _config, WorkerRegistered: _registered, WorkerLivene
              WorkerCordoned: _cordoned,
              ClaimSubmitted: _submitted, ClaimAdmitted: _admitted, ClaimRefused: _refused, Metered: _metered,
              Progress: _progress, Released: _settled, Preempted: _settled, Reclaimed: _settled,
-             PeriodRolled: _rolled}
+             PeriodRolled: _rolled, ClaimBound: _bound}
 
 
 def apply(state: ClusterState, event: Event) -> ClusterState:

@@ -195,6 +195,7 @@ TABLE: Mapping[str, Rule] = {
     "/pool.v1.Claims/List": rule(READERS, tenant_filter("tenant")),
     "/pool.v1.Claims/Watch": rule(READERS, WATCH_TARGET),
     "/pool.v1.Claims/Plan": rule(ACTORS, each_spec("claims")),
+    "/pool.v1.Claims/Bind": rule("operator", writes=True),
     "/pool.v1.Operations/Tenants": rule(READERS, reply=OWN_NODES),
     "/pool.v1.Operations/Workers": rule(AUDIT),
     "/pool.v1.Operations/Explain": rule(READERS, claim_field("claim_id")),

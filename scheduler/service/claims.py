@@ -203,6 +203,20 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
         return self.status(request.claim_id)
 
     @guarded
+    async def Bind(self, request, context):
+        """RULES §10 (kernel/binding.py): a claim bound to the devices its job was given."""
+        now = time.time_ns()
+        event = checked(kernel.bind(self.engine.state, request.claim_id, tuple(request.device_ids)))
+        if event is None:
+            return self.status(request.claim_id)
+        if request.dry_run:
+            after = kernel.apply(self.engine.state, event)
+            claim = after.claims[request.claim_id]
+            return convert.claim_status(claim, 0, kernel.headline(claim), 0)
+        await self.engine.decide([event], now)
+        return self.status(request.claim_id)
+
+    @guarded
     async def Get(self, request, context):
         return self.status(request.claim_id)
 

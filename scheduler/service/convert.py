@@ -66,7 +66,7 @@ def claim_status(claim: Claim, ledger_seq: int, reason: Reason, queue_position: 
         devices_mdev={d.device_id: d.mdev for d in claim.devices}, ledger_seq=ledger_seq,
         gang_id=claim.spec.gang_id, priority=claim.spec.priority, borrowed=claim.borrowed,
         request=submit_request(claim.spec), submitted_ns=claim.submitted_ns, admitted_ns=claim.admitted_ns,
-        ended_ns=claim.settled_ns, queue_position=queue_position, borrowed_uj=claim.borrowed_uj)
+        ended_ns=claim.settled_ns, queue_position=queue_position, borrowed_uj=claim.borrowed_uj, bound=claim.bound)
 
 
 # -- agents -------------------------------------------------------------------
@@ -149,7 +149,7 @@ def explanation(e: Explanation) -> ops_pb2.Explanation:
     out = ops_pb2.Explanation(claim_id=e.claim_id, state=int(e.state), reason=int(e.reason),
                               queue_position=e.queue_position, worker=e.worker,
                               devices_mdev={d.device_id: d.mdev for d in e.devices}, gang_member=e.gang_member,
-                              gpu_types=e.gpu_types)
+                              gpu_types=e.gpu_types, bound=e.bound)
     for c in e.checks:
         check = out.checks.add(step=int(c.step), ok=c.ok, evaluated=c.evaluated, node=c.node,
                                guarantee=c.guarantee, usage=c.usage, hold=c.hold, surplus=c.surplus,

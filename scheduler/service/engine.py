@@ -18,7 +18,7 @@ from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.kernel import (Claim, ClaimAdmitted, ClaimRefused, ClaimSubmitted, ClusterState, Decision, Event,
+from scheduler.kernel import (Claim, ClaimAdmitted, ClaimBound, ClaimRefused, ClaimSubmitted, ClusterState, Decision, Event,
                               PendingReasons, Progress, Reason, apply, decide, event_from_body)
 from scheduler.kernel.events import Released, Settled
 from scheduler.kernel import checkpoint
@@ -359,6 +359,9 @@ def _touched(after: ClusterState, event: Event, claims: set[str], workers: set[s
         claims.add(event.claim_id)
         if _occupies(after.claims[event.claim_id]):
             workers.add(event.worker)
+    elif isinstance(event, ClaimBound):   # RULES §10: the claims it moves, and their host's occupancy
+        claims.update(b.claim_id for b in event.bindings)
+        workers.add(event.worker_id)
     elif isinstance(event, (ClaimRefused, Progress, Settled)):
         claims.add(event.claim_id)
         claim = after.claims[event.claim_id]

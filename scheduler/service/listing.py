@@ -96,6 +96,8 @@ class Listing:
                 status.completed_units = claim.completed_units
             if claim.overrun:
                 status.overrun = True
+            if claim.bound:
+                status.bound = True
             if claim.borrowed:
                 status.borrowed = True
                 status.borrowed_uj = claim.borrowed_uj

@@ -16,6 +16,33 @@ def finish(g, name: str) -> None:
     (g.dir / name).touch()
 
 
+def slurm_devices(g, job: str) -> list[str]:
+    """The Pool device ids of the GPUs Slurm gave `job` (node's i-th GPU: device nodeN-gpui)."""
+    from pool_slurm.slurm import parse_detail
+    detail = parse_detail(job, g.run("scontrol", "show", "-d", "job", job).stdout)
+    return sorted(f"{node}-gpu{i}" for node, idx in detail.nodes.items() for i in idx)
+
+
+def test_pool_binds_a_claim_to_the_gpus_slurm_gave_its_job_moving_an_unbound_one(governed):
+    """A claim submitted to Pool directly (no Slurm job) holds node1-gpu0 in Pool only. A job's claim
+    then gets node1-gpu1 from Pool, Slurm gives the job GPU 0: the bind moves the unbound claim."""
+    g = governed()
+    outside = g.scheduler.claims.Submit(claims_pb2.SubmitRequest(
+        claim_id="outside", tenant="beta", estimate_uj=10**9, resources=types_pb2.Resources(gpu_mdev=1000)),
+        timeout=10)
+    assert outside.worker == "node1" and list(outside.devices_mdev) == ["node1-gpu0"]
+    job = g.sbatch("acctA", gpus=1, comment="pool:estimate=10kJ", script=until_file(g, "job"))
+    g.wait_state(job, "RUNNING")
+    [claim] = g.claims(job)
+    assert claim.worker == "node1" and slurm_devices(g, job) == ["node1-gpu0"]
+    assert claim.bound and list(claim.devices_mdev) == ["node1-gpu0"]
+    moved = g.scheduler.claims.Get(claims_pb2.GetClaimRequest(claim_id="outside"), timeout=10)
+    assert list(moved.devices_mdev) == ["node1-gpu1"] and not moved.bound
+    explained = g.scheduler.ops.Explain(ops_pb2.ExplainRequest(claim_id=claim.claim_id), timeout=10)
+    assert explained.bound and list(explained.devices_mdev) == ["node1-gpu0"]
+    finish(g, "job")
+
+
 def splits_figure(g, claim) -> int:
     rows, token = [], ""
     while True:
@@ -34,6 +61,7 @@ def test_a_job_runs_only_once_pool_admits_it_and_ends_with_its_joules(governed):
     [claim] = g.claims(job)
     assert claim.tenant == "alpha" and claim.request.resources.gpu_mdev == 2000
     assert claim.state == types_pb2.ADMITTED and g.job(job)["NodeList"] == claim.worker
+    assert claim.bound and sorted(claim.devices_mdev) == slurm_devices(g, job)   # RULES §10: Slurm's GPUs
     g.meter(claim, 3_000_000)
     wait_for("the energy in AdminComment", lambda: "energy_uj=6000000 " in g.job(job).get("AdminComment", ""), 10)
     finish(g, "a")

@@ -30,6 +30,16 @@ EVENT_PREEMPTED: ClaimEventKind
 EVENT_RECLAIMED: ClaimEventKind
 EVENT_REFUSED: ClaimEventKind
 
+class BindRequest(_message.Message):
+    __slots__ = ("claim_id", "device_ids", "dry_run")
+    CLAIM_ID_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_IDS_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    claim_id: str
+    device_ids: _containers.RepeatedScalarFieldContainer[str]
+    dry_run: bool
+    def __init__(self, claim_id: _Optional[str] = ..., device_ids: _Optional[_Iterable[str]] = ..., dry_run: _Optional[bool] = ...) -> None: ...
+
 class SubmitRequest(_message.Message):
     __slots__ = ("claim_id", "tenant", "gang_id", "gang_size", "resources", "placement", "estimate_uj", "work_class", "priority")
     CLAIM_ID_FIELD_NUMBER: _ClassVar[int]
@@ -131,7 +141,7 @@ class WatchRequest(_message.Message):
     def __init__(self, claim_id: _Optional[str] = ..., tenant: _Optional[str] = ..., resume_from: _Optional[int] = ...) -> None: ...
 
 class ClaimStatus(_message.Message):
-    __slots__ = ("claim_id", "tenant", "state", "reason", "hold_uj", "hold_grade", "measured_uj", "measured_grade", "completed_units", "overrun", "worker", "devices_mdev", "ledger_seq", "gang_id", "priority", "borrowed", "request", "submitted_by", "released_by", "submitted_ns", "admitted_ns", "ended_ns", "queue_position", "borrowed_uj")
+    __slots__ = ("claim_id", "tenant", "state", "reason", "hold_uj", "hold_grade", "measured_uj", "measured_grade", "completed_units", "overrun", "worker", "devices_mdev", "ledger_seq", "gang_id", "priority", "borrowed", "request", "submitted_by", "released_by", "submitted_ns", "admitted_ns", "ended_ns", "queue_position", "borrowed_uj", "bound")
     class DevicesMdevEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -163,6 +173,7 @@ class ClaimStatus(_message.Message):
     ENDED_NS_FIELD_NUMBER: _ClassVar[int]
     QUEUE_POSITION_FIELD_NUMBER: _ClassVar[int]
     BORROWED_UJ_FIELD_NUMBER: _ClassVar[int]
+    BOUND_FIELD_NUMBER: _ClassVar[int]
     claim_id: str
     tenant: str
     state: _types_pb2.ClaimState
@@ -187,7 +198,8 @@ class ClaimStatus(_message.Message):
     ended_ns: int
     queue_position: int
     borrowed_uj: int
-    def __init__(self, claim_id: _Optional[str] = ..., tenant: _Optional[str] = ..., state: _Optional[_Union[_types_pb2.ClaimState, str]] = ..., reason: _Optional[_Union[_types_pb2.Reason, str]] = ..., hold_uj: _Optional[int] = ..., hold_grade: _Optional[_Union[_types_pb2.Grade, str]] = ..., measured_uj: _Optional[int] = ..., measured_grade: _Optional[_Union[_types_pb2.Grade, str]] = ..., completed_units: _Optional[int] = ..., overrun: _Optional[bool] = ..., worker: _Optional[str] = ..., devices_mdev: _Optional[_Mapping[str, int]] = ..., ledger_seq: _Optional[int] = ..., gang_id: _Optional[str] = ..., priority: _Optional[int] = ..., borrowed: _Optional[bool] = ..., request: _Optional[_Union[SubmitRequest, _Mapping]] = ..., submitted_by: _Optional[str] = ..., released_by: _Optional[str] = ..., submitted_ns: _Optional[int] = ..., admitted_ns: _Optional[int] = ..., ended_ns: _Optional[int] = ..., queue_position: _Optional[int] = ..., borrowed_uj: _Optional[int] = ...) -> None: ...
+    bound: bool
+    def __init__(self, claim_id: _Optional[str] = ..., tenant: _Optional[str] = ..., state: _Optional[_Union[_types_pb2.ClaimState, str]] = ..., reason: _Optional[_Union[_types_pb2.Reason, str]] = ..., hold_uj: _Optional[int] = ..., hold_grade: _Optional[_Union[_types_pb2.Grade, str]] = ..., measured_uj: _Optional[int] = ..., measured_grade: _Optional[_Union[_types_pb2.Grade, str]] = ..., completed_units: _Optional[int] = ..., overrun: _Optional[bool] = ..., worker: _Optional[str] = ..., devices_mdev: _Optional[_Mapping[str, int]] = ..., ledger_seq: _Optional[int] = ..., gang_id: _Optional[str] = ..., priority: _Optional[int] = ..., borrowed: _Optional[bool] = ..., request: _Optional[_Union[SubmitRequest, _Mapping]] = ..., submitted_by: _Optional[str] = ..., released_by: _Optional[str] = ..., submitted_ns: _Optional[int] = ..., admitted_ns: _Optional[int] = ..., ended_ns: _Optional[int] = ..., queue_position: _Optional[int] = ..., borrowed_uj: _Optional[int] = ..., bound: _Optional[bool] = ...) -> None: ...
 
 class ClaimEvent(_message.Message):
     __slots__ = ("status", "time_ns", "kind", "position")

@@ -79,6 +79,11 @@ class ClaimsStub:
                 request_serializer=protos_dot_pool_dot_v1_dot_claims__pb2.PlanRequest.SerializeToString,
                 response_deserializer=protos_dot_pool_dot_v1_dot_claims__pb2.PlanResponse.FromString,
                 _registered_method=True)
+        self.Bind = channel.unary_unary(
+                '/pool.v1.Claims/Bind',
+                request_serializer=protos_dot_pool_dot_v1_dot_claims__pb2.BindRequest.SerializeToString,
+                response_deserializer=protos_dot_pool_dot_v1_dot_claims__pb2.ClaimStatus.FromString,
+                _registered_method=True)
 
 
 class ClaimsServicer:
@@ -192,6 +197,22 @@ class ClaimsServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Bind(self, request, context):
+        """Bind an admitted claim to the devices an outside launcher (Slurm) gave
+        its job on the claim's worker (RULES §10): the agent then charges those
+        devices to it. Unbound claims on those devices are moved to others of
+        the worker; a bound claim is never moved. Binding a bound claim to the
+        devices it has changes nothing and writes no receipt. With dry_run,
+        the status it would have, and nothing recorded.
+        Errors: NOT_FOUND (UNKNOWN_CLAIM), FAILED_PRECONDITION (CLAIM_NOT_ADMITTED,
+        BIND_CONFLICT), INVALID_ARGUMENT (INVALID_ARGUMENT: device_ids not as many
+        distinct devices as the claim holds), UNAVAILABLE (NOT_READY, LEDGER_UNAVAILABLE).
+        Callers: operator. Scope: none.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ClaimsServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -234,6 +255,11 @@ def add_ClaimsServicer_to_server(servicer, server):
                     servicer.Plan,
                     request_deserializer=protos_dot_pool_dot_v1_dot_claims__pb2.PlanRequest.FromString,
                     response_serializer=protos_dot_pool_dot_v1_dot_claims__pb2.PlanResponse.SerializeToString,
+            ),
+            'Bind': grpc.unary_unary_rpc_method_handler(
+                    servicer.Bind,
+                    request_deserializer=protos_dot_pool_dot_v1_dot_claims__pb2.BindRequest.FromString,
+                    response_serializer=protos_dot_pool_dot_v1_dot_claims__pb2.ClaimStatus.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -457,6 +483,33 @@ class Claims:
             '/pool.v1.Claims/Plan',
             protos_dot_pool_dot_v1_dot_claims__pb2.PlanRequest.SerializeToString,
             protos_dot_pool_dot_v1_dot_claims__pb2.PlanResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Bind(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pool.v1.Claims/Bind',
+            protos_dot_pool_dot_v1_dot_claims__pb2.BindRequest.SerializeToString,
+            protos_dot_pool_dot_v1_dot_claims__pb2.ClaimStatus.FromString,
             options,
             channel_credentials,
             insecure,

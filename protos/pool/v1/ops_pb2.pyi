@@ -201,7 +201,7 @@ class WorkerExplanation(_message.Message):
     def __init__(self, worker: _Optional[str] = ..., ok: _Optional[bool] = ..., reason: _Optional[_Union[_types_pb2.Reason, str]] = ..., fields: _Optional[_Iterable[_Union[FieldFigure, _Mapping]]] = ..., gpu_types: _Optional[_Iterable[str]] = ..., detail: _Optional[str] = ...) -> None: ...
 
 class Explanation(_message.Message):
-    __slots__ = ("claim_id", "state", "reason", "checks", "workers", "queue_position", "worker", "devices_mdev", "gang_member", "gpu_types")
+    __slots__ = ("claim_id", "state", "reason", "checks", "workers", "queue_position", "worker", "devices_mdev", "gang_member", "gpu_types", "bound")
     class DevicesMdevEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -219,6 +219,7 @@ class Explanation(_message.Message):
     DEVICES_MDEV_FIELD_NUMBER: _ClassVar[int]
     GANG_MEMBER_FIELD_NUMBER: _ClassVar[int]
     GPU_TYPES_FIELD_NUMBER: _ClassVar[int]
+    BOUND_FIELD_NUMBER: _ClassVar[int]
     claim_id: str
     state: _types_pb2.ClaimState
     reason: _types_pb2.Reason
@@ -229,7 +230,8 @@ class Explanation(_message.Message):
     devices_mdev: _containers.ScalarMap[str, int]
     gang_member: str
     gpu_types: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, claim_id: _Optional[str] = ..., state: _Optional[_Union[_types_pb2.ClaimState, str]] = ..., reason: _Optional[_Union[_types_pb2.Reason, str]] = ..., checks: _Optional[_Iterable[_Union[EntitlementCheck, _Mapping]]] = ..., workers: _Optional[_Iterable[_Union[WorkerExplanation, _Mapping]]] = ..., queue_position: _Optional[int] = ..., worker: _Optional[str] = ..., devices_mdev: _Optional[_Mapping[str, int]] = ..., gang_member: _Optional[str] = ..., gpu_types: _Optional[_Iterable[str]] = ...) -> None: ...
+    bound: bool
+    def __init__(self, claim_id: _Optional[str] = ..., state: _Optional[_Union[_types_pb2.ClaimState, str]] = ..., reason: _Optional[_Union[_types_pb2.Reason, str]] = ..., checks: _Optional[_Iterable[_Union[EntitlementCheck, _Mapping]]] = ..., workers: _Optional[_Iterable[_Union[WorkerExplanation, _Mapping]]] = ..., queue_position: _Optional[int] = ..., worker: _Optional[str] = ..., devices_mdev: _Optional[_Mapping[str, int]] = ..., gang_member: _Optional[str] = ..., gpu_types: _Optional[_Iterable[str]] = ..., bound: _Optional[bool] = ...) -> None: ...
 
 class SplitsRequest(_message.Message):
     __slots__ = ("tenant", "since_ns", "device_id", "page_size", "page_token")

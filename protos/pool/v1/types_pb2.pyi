@@ -45,6 +45,8 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TOO_LARGE: _ClassVar[ErrorCode]
     RATE_LIMITED: _ClassVar[ErrorCode]
     TOO_MANY_OPEN_CLAIMS: _ClassVar[ErrorCode]
+    BIND_CONFLICT: _ClassVar[ErrorCode]
+    CLAIM_NOT_ADMITTED: _ClassVar[ErrorCode]
     PRINCIPAL_LIMIT: _ClassVar[ErrorCode]
     SERVICE_BUSY: _ClassVar[ErrorCode]
 
@@ -147,6 +149,8 @@ DEVICES_HELD: ErrorCode
 TOO_LARGE: ErrorCode
 RATE_LIMITED: ErrorCode
 TOO_MANY_OPEN_CLAIMS: ErrorCode
+BIND_CONFLICT: ErrorCode
+CLAIM_NOT_ADMITTED: ErrorCode
 PRINCIPAL_LIMIT: ErrorCode
 SERVICE_BUSY: ErrorCode
 PLACEMENT_SHARED: Placement
