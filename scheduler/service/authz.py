@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 import time
 import unicodedata
 from dataclasses import dataclass
@@ -372,7 +373,7 @@ async def _admit(door: Authorizer, method: str, rule: Rule, context: grpc.aio.Se
     except Refused as error:
         await door.refuse(context, error)
     try:
-        message = door.narrow(rule.scope, principal, await read())
+        message = door.narrow(rule.scope, principal, well_formed(await read(), method))
     except Refused as error:
         door.leave(ticket)
         await door.refuse(context, error)
@@ -392,13 +393,16 @@ def _unary_unary(door: Authorizer, method: str, rule: Rule, handler: Any) -> Any
         finally:
             door.leave(ticket)
         return door.narrow(rule.reply, principal, response)
-    return grpc.unary_unary_rpc_method_handler(call, handler.request_deserializer, handler.response_serializer)
+    return grpc.unary_unary_rpc_method_handler(call, _tolerant(handler.request_deserializer), handler.response_serializer)
 
 
 async def _until_revoked(door: Authorizer, context: grpc.aio.ServicerContext, principal: Principal | None,
                          method: str, rule: Rule, message: Any, responses: Any) -> Any:
     """A stream's responses until it ends, or until a reload revokes what let
     it in (door.revise): then it ends with the refusal its next call would get."""
+    if inspect.isawaitable(responses):   # a handler that writes with context.write (grpc's health Watch)
+        await responses
+        return
     if principal is None:   # health: nothing to revoke
         async for response in responses:
             yield response
@@ -440,7 +444,7 @@ def _unary_stream(door: Authorizer, method: str, rule: Rule, handler: Any) -> An
                 yield response
         finally:
             door.leave(ticket)
-    return grpc.unary_stream_rpc_method_handler(call, handler.request_deserializer, handler.response_serializer)
+    return grpc.unary_stream_rpc_method_handler(call, _tolerant(handler.request_deserializer), handler.response_serializer)
 
 
 def _stream_stream(door: Authorizer, method: str, rule: Rule, handler: Any) -> Any:
@@ -449,11 +453,11 @@ def _stream_stream(door: Authorizer, method: str, rule: Rule, handler: Any) -> A
                                                 streaming=True)
         try:
             async for response in _until_revoked(door, context, principal, method, rule, first,
-                                                 handler.stream_stream(_resumed(first, requests), context)):
+                                                 handler.stream_stream(_resumed(first, requests, method), context)):
                 yield response
         finally:
             door.leave(ticket)
-    return grpc.stream_stream_rpc_method_handler(call, handler.request_deserializer, handler.response_serializer)
+    return grpc.stream_stream_rpc_method_handler(call, _tolerant(handler.request_deserializer), handler.response_serializer)
 
 
 def _stream_unary(door: Authorizer, method: str, rule: Rule, handler: Any) -> Any:
@@ -461,10 +465,10 @@ def _stream_unary(door: Authorizer, method: str, rule: Rule, handler: Any) -> An
         _, first, ticket = await _admit(door, method, rule, context, lambda: anext(aiter(requests), None),
                                         streaming=True)
         try:
-            return await handler.stream_unary(_resumed(first, requests), context)
+            return await handler.stream_unary(_resumed(first, requests, method), context)
         finally:
             door.leave(ticket)
-    return grpc.stream_unary_rpc_method_handler(call, handler.request_deserializer, handler.response_serializer)
+    return grpc.stream_unary_rpc_method_handler(call, _tolerant(handler.request_deserializer), handler.response_serializer)
 
 
 def _given(message: Any) -> Callable[[], Awaitable[Any]]:
@@ -473,13 +477,38 @@ def _given(message: Any) -> Callable[[], Awaitable[Any]]:
     return read
 
 
-async def _resumed(first: Any, rest: Any) -> Any:
-    """The request stream with its first message, already read, put back."""
+async def _resumed(first: Any, rest: Any, method: str) -> Any:
+    """The request stream with its first message, already read, put back;
+    a later message that does not decode ends it INVALID_ARGUMENT (Refused)."""
     if first is None:
         return
     yield first
     async for message in rest:
-        yield message
+        yield well_formed(message, method)
+
+
+class Malformed(NamedTuple):
+    """A request whose bytes do not decode (truncated, too deeply nested, bad
+    UTF-8): gRPC would answer UNKNOWN; the door answers INVALID_ARGUMENT."""
+    reason: str
+
+
+def _tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    if deserializer is None:
+        return None
+
+    def read(data: bytes) -> Any:
+        try:
+            return deserializer(data)
+        except Exception as exc:  # noqa: BLE001 - any decode failure is the caller's malformed request
+            return Malformed(f"{type(exc).__name__}: {exc}")
+    return read
+
+
+def well_formed(message: Any, method: str) -> Any:
+    if isinstance(message, Malformed):
+        raise Refused("INVALID_ARGUMENT", f"request: not a well-formed message for {method} ({message.reason})")
+    return message
 
 
 _WRAPPERS = {(False, False): _unary_unary, (False, True): _unary_stream,
