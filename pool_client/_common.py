@@ -22,7 +22,8 @@ from protos.pool.v1 import claims_pb2, ops_pb2  # noqa: E402
 DEFAULT_DEADLINE_S = 30.0      # a call's whole budget, failovers included, unless timeout= says otherwise
 KEEPALIVE_MS = 1_000           # ping an idle connection during a call this often ...
 KEEPALIVE_TIMEOUT_MS = 2_000   # ... and give it up when a ping goes unanswered this long
-TENANT_DEFAULTED = {"Submit", "List", "Watch", "Splits"}   # requests a context's tenant fills in
+TENANT_DEFAULTED = {"Submit", "List", "Watch", "Splits"}   # requests a context's tenant fills in ...
+NESTED_SUBMITS = {"SubmitMany", "Plan"}                    # ... and the claims inside these
 
 REQUESTS: dict[str, Any] = {
     "Submit": claims_pb2.SubmitRequest, "SubmitMany": claims_pb2.SubmitManyRequest,
@@ -106,7 +107,11 @@ def request(rpc: Rpc, given: Any, fields: dict[str, Any], tenant: str | None) ->
         given = REQUESTS[rpc.name](**fields)
     elif fields:
         raise TypeError(f"{rpc.method}: pass a request or keyword fields, not both")
-    if tenant and rpc.name in TENANT_DEFAULTED:
+    if tenant and rpc.name in NESTED_SUBMITS and any(not c.tenant for c in given.claims):
+        given = _copy(given)
+        for claim in given.claims:
+            claim.tenant = claim.tenant or tenant
+    elif tenant and rpc.name in TENANT_DEFAULTED:
         if rpc.name == "Watch":
             if given.WhichOneof("target") is None:
                 given = _copy(given)

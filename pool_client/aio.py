@@ -73,6 +73,9 @@ class Client:
             raise Unreachable(_cause(error, address, self.settings), status=error.code()) from None
 
     async def call(self, rpc: Rpc, request: Any, timeout: float | None = None) -> Any:
+        """As pool_client.Client.call."""
+        if self.settings.tenant:
+            request = _request(rpc, request, {}, self.settings.tenant)
         start = time.monotonic()
         deadline = start + (self.settings.deadline if timeout is None else timeout)
         resent = False

@@ -70,7 +70,10 @@ class Client:
         return claims if service == "Claims" else ops
 
     def call(self, rpc: Rpc, request: Any, timeout: float | None = None) -> Any:
-        """One unary call on the leader: sent again where failover.py and calls.py say it is safe."""
+        """One unary call on the leader: sent again where failover.py and calls.py say it is safe
+        (the context's tenant filled in where the request names none)."""
+        if self.settings.tenant:
+            request = _request(rpc, request, {}, self.settings.tenant)
         start = time.monotonic()
         deadline = start + (self.settings.deadline if timeout is None else timeout)
         resent = False

@@ -18,7 +18,7 @@ from protos.pool.v1 import claims_pb2, claims_pb2_grpc, types_pb2
 from scheduler.ctl.ops import render_explain
 from scheduler.ctl.output import (EXIT_FAILED, CtlError, duration, emit, emit_line, int32, now_ns, output, table,
                                   uint32, uint64, utc, yes_no)
-from scheduler.ctl.wire import as_ctl_error, call, channel, grade_label, online_verb, pages, to_doc
+from scheduler.ctl.wire import as_ctl_error, call, channel, default_tenant, grade_label, online_verb, pages, to_doc
 
 _STATES = [v.name for v in types_pb2.ClaimState.DESCRIPTOR.values if v.number]
 _SORTS = ("queue", "age", "priority", "tenant", "id")
@@ -104,8 +104,8 @@ def _submit(args: Any) -> int:
         if not args.dry_run:
             return submit_file(args, args.file)
         requests = _claims_in(args.file)
-    elif args.claim_id is None or args.tenant is None:
-        raise CtlError("INVALID_ARGUMENT", "submit needs a CLAIM_ID and --tenant (or --file)")
+    elif args.claim_id is None or (args.tenant is None and default_tenant(args) is None):
+        raise CtlError("INVALID_ARGUMENT", "submit needs a CLAIM_ID and --tenant (or a context's tenant, or --file)")
     else:
         requests = [_request(args)]
     if args.dry_run:

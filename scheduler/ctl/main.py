@@ -1,16 +1,50 @@
 """poolctl: the operators' and tenants' command line. One module per verb group;
-each registers its sub-commands and sets `run(args) -> exit code`."""
+each registers its sub-commands and sets `run(args) -> exit code`.
+
+Start-up is paid on every call (a Slurm prolog, a cron check), so a command
+imports only its own group: VERBS names each verb's module and one-line help,
+the top-level parser lists every verb from it, and only the group of the verb
+on the command line is imported and registers its arguments. `poolctl
+--help` and `--version` import no group and no gRPC; tests/client/test_startup.py
+checks what each command imports.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 
-from scheduler.ctl import certs, claims, dashboard, demo, ledger, ops, split
 from scheduler.ctl.output import EXIT_FAILED, EXIT_USAGE, CtlError, add_output_flag, fail
 
-VERB_GROUPS = (split, claims, ops, ledger, certs, dashboard, demo)
+# verb -> (its group's module, its help line); in the order `poolctl --help` lists them.
+# tests/client/test_startup.py checks these lines are the ones each group registers.
+VERBS: dict[str, tuple[str, str]] = {
+    "split": ("split", "split a device's energy between occupants (RULES §2.5), offline"),
+    "submit": ("claims", "submit a claim, or every claim in a JSON Lines file (or, with --dry-run, "
+                         "see what they would get)"),
+    "progress": ("claims", "report a claim's cumulative completed units"),
+    "release": ("claims", "release a claim; its actual is what the agents measured"),
+    "claims": ("claims", "list claims like squeue (or one claim in full)"),
+    "watch": ("claims", "stream a claim's (or a tenant's) state changes"),
+    "tenants": ("ops", "the entitlement tree: guarantees and usage"),
+    "workers": ("ops", "workers: capacity, claims, GPUs free; or cordon, uncordon, drain HOST"),
+    "explain": ("ops", "why a claim is (not) admitted"),
+    "splits": ("ops", "per-tenant joule splits by device and window"),
+    "preemption-order": ("ops", "who would be preempted, worst first"),
+    "reclamation-order": ("ops", "idle verdicts and the reclamation order"),
+    "reclaim": ("ops", "settle every Idle claim as RECLAIMED"),
+    "estimate": ("ops", "the derived estimate of a work class"),
+    "keygen": ("ledger", "write an Ed25519 key pair: PREFIX.key (0600), PREFIX.pub"),
+    "ledger": ("ledger", "export, verify or witness a ledger"),
+    "certs": ("certs", "make a development PKI: a CA and certificates signed by it"),
+    "dashboard": ("dashboard", "print the Grafana dashboard (JSON) over Pool's metrics"),
+    "demo": ("demo", "run a scheduler and an agent here through a short scenario"),
+    "config": ("config", "the client configuration file: contexts (scheduler, CA, certificate, key, tenant)"),
+    "completion": ("habits", "print a bash or zsh completion script (see docs/USER-GUIDE.md to install it)"),
+    "man": ("habits", "print poolctl's man page (roff): poolctl man > poolctl.1"),
+}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -18,13 +52,28 @@ class _Parser(argparse.ArgumentParser):
         fail(CtlError("USAGE", message, EXIT_USAGE))
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _group(module: str):
+    return importlib.import_module(f"scheduler.ctl.{module}")
+
+
+def build_parser(verb: str | None = None, full: bool = False) -> argparse.ArgumentParser:
+    """The parser; `verb`'s group (every group with `full`) registers its real
+    arguments, the other verbs are listed by name and help only."""
     parser = _Parser(prog="poolctl", description="Pool's command line for operators and tenants. "
                      "Every command takes -o json, anywhere on the line.")
     add_output_flag(parser)
-    verbs = parser.add_subparsers(dest="verb", required=True, parser_class=_Parser)
-    for group in VERB_GROUPS:
-        group.register(verbs)
+    parser.add_argument("--version", action="store_true", help="print poolctl's version and exit")
+    verbs = parser.add_subparsers(dest="verb", required=True, parser_class=_Parser, metavar="VERB")
+    wanted = VERBS.get(verb, (None,))[0]
+    registered: set[str] = set()
+    for name, (module, help_text) in VERBS.items():
+        if module in registered:
+            continue
+        if full or module == wanted:
+            _group(module).register(verbs)
+            registered.add(module)
+        else:
+            verbs.add_parser(name, help=help_text, add_help=False)
     return parser
 
 
@@ -49,9 +98,43 @@ def hoist_output(argv: list[str]) -> list[str]:
     return rest + flags + argv[i:]
 
 
-def main(argv: list[str] | None = None) -> None:
+def chosen_verb(argv: list[str]) -> str | None:
+    """The verb on the command line: the first word that is not a top-level flag."""
+    for word in argv:
+        if word == "--":
+            return None
+        if not word.startswith("-"):
+            return word
+    return None
+
+
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError, version as installed
     try:
-        args = build_parser().parse_args(hoist_output(sys.argv[1:] if argv is None else argv))
+        return f"poolctl {installed('pool')}"
+    except PackageNotFoundError:
+        return "poolctl (not installed)"
+
+
+def _pool_error(error: Exception) -> CtlError | None:
+    """A pool_client error as poolctl's one line (pool_client is loaded only if a verb used it)."""
+    errors = sys.modules.get("pool_client.errors")
+    if errors is not None and isinstance(error, errors.PoolError):
+        return CtlError(error.code, error.message, EXIT_FAILED)
+    return None
+
+
+def main(argv: list[str] | None = None) -> None:
+    # before anything imports grpc: no gRPC core log lines on stderr, unless the user asked for them
+    os.environ.setdefault("GRPC_VERBOSITY", "NONE")
+    os.environ.setdefault("GRPC_TRACE", "")
+    try:
+        words = hoist_output(sys.argv[1:] if argv is None else argv)
+        verb = chosen_verb(words)
+        if verb is None and "--version" in words:
+            print(version())
+            raise SystemExit(0)
+        args = build_parser(verb).parse_args(words)
         raise SystemExit(args.run(args))
     except CtlError as error:
         fail(error)
@@ -61,7 +144,7 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         raise SystemExit(130) from None
     except Exception as error:  # noqa: BLE001 - the last resort: one line, never a traceback
-        fail(CtlError("INTERNAL", f"{type(error).__name__}: {error}", EXIT_FAILED))
+        fail(_pool_error(error) or CtlError("INTERNAL", f"{type(error).__name__}: {error}", EXIT_FAILED))
 
 
 if __name__ == "__main__":

@@ -25,8 +25,9 @@ def register(verbs: argparse._SubParsersAction) -> None:
                         "(with --wait) wait until HOST's claims are released (nothing is preempted)")
     p.add_argument("host", nargs="?")
     p.add_argument("--wait", action="store_true", help="drain: wait until HOST holds no claim")
-    p.add_argument("--timeout", type=float, default=0, metavar="SECONDS",
-                   help="drain --wait: give up (exit 1) after this long; 0: wait for ever")
+    p.add_argument("--wait-timeout", type=float, default=0, metavar="SECONDS",
+                   help="drain --wait: give up (exit 1) after this long; 0: wait for ever "
+                        "(--timeout is the connect timeout, as on every verb)")
     p = online_verb(verbs, "explain", "why a claim is (not) admitted", _explain)
     p.add_argument("claim_id")
     p = online_verb(verbs, "splits", "per-tenant joule splits by device and window", _splits)
@@ -80,11 +81,11 @@ def _workers(args: Any) -> int:
 
 def _drained(args: Any, worker: dict) -> dict:
     """Poll until the host holds no claim (it is cordoned, so none arrives)."""
-    deadline = time.monotonic() + args.timeout if args.timeout else None
+    deadline = time.monotonic() + args.wait_timeout if args.wait_timeout else None
     while worker["active_claims"]:
         if deadline is not None and time.monotonic() > deadline:
             raise CtlError("DRAIN_TIMEOUT", f"{args.host} still holds {', '.join(worker['active_claims'])} after "
-                           f"{args.timeout:g} s; it stays cordoned", EXIT_FAILED)
+                           f"{args.wait_timeout:g} s; it stays cordoned", EXIT_FAILED)
         time.sleep(0.5)
         worker = next(w for w in _ask(args, "Workers", ops_pb2.WorkersRequest())["workers"]
                       if w["worker"] == args.host)

@@ -119,11 +119,11 @@ def test_cordon_and_drain_are_receipts_that_survive_restart_and_reregistration(c
     assert w["cordoned"] and w["active_claims"] == ["running"]
     table = s.poolctl("workers").stdout
     assert "cordoned" in table.splitlines()[0] and "1/∞" in table and "500" in table   # claims, free mdev
-    timed_out = s.poolctl("workers", "drain", "w1", "--wait", "--timeout", "1", check=False)
+    timed_out = s.poolctl("workers", "drain", "w1", "--wait", "--wait-timeout", "1", check=False)
     assert timed_out.returncode == 1 and "DRAIN_TIMEOUT" in timed_out.stderr
     threading.Timer(1.0, lambda: s.claims.Release(claims_pb2.ReleaseRequest(claim_id="running"), timeout=10)).start()
     started = time.monotonic()
-    drained = s.json("workers", "drain", "w1", "--wait", "--timeout", "30")
+    drained = s.json("workers", "drain", "w1", "--wait", "--wait-timeout", "30")
     assert drained["active_claims"] == [] and drained["cordoned"] and time.monotonic() - started >= 0.9
     assert s.json("claims", "new")["state"] == "PENDING"
     uncordoned = s.json("workers", "uncordon", "w1")
