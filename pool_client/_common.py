@@ -29,7 +29,7 @@ REQUESTS: dict[str, Any] = {
     "Submit": claims_pb2.SubmitRequest, "SubmitMany": claims_pb2.SubmitManyRequest,
     "Progress": claims_pb2.ProgressRequest, "Release": claims_pb2.ReleaseRequest,
     "Get": claims_pb2.GetClaimRequest, "List": claims_pb2.ListClaimsRequest,
-    "Watch": claims_pb2.WatchRequest, "Plan": claims_pb2.PlanRequest,
+    "Watch": claims_pb2.WatchRequest, "Plan": claims_pb2.PlanRequest, "Bind": claims_pb2.BindRequest,
     "Tenants": ops_pb2.TenantsRequest, "Workers": ops_pb2.WorkersRequest, "Explain": ops_pb2.ExplainRequest,
     "Splits": ops_pb2.SplitsRequest, "PreemptionOrder": ops_pb2.PreemptionOrderRequest,
     "ReclamationOrder": ops_pb2.ReclamationOrderRequest, "Reclaim": ops_pb2.ReclaimRequest,
@@ -128,17 +128,41 @@ def _copy(message: Any) -> Any:
     return out
 
 
-class Resume:
-    """Watch's memory across reconnections: the last ledger seq seen per claim,
-    so a resumed Watch (which starts again with each claim's current status)
-    delivers only what is newer than what the caller already has."""
+RESUME_FROM_KEY = "pool-resume-from"   # WATCH_LAGGED's trailing metadata: the position to watch again from
+CURRENT = claims_pb2.ClaimEventKind.Value("EVENT_CURRENT")
 
-    def __init__(self) -> None:
+
+class Resume:
+    """Watch's memory across reconnections. Once the statuses sent first are
+    over (a live event has come), the watch is made again with resume_from =
+    the last live event's position (WatchRequest.resume_from: only the claims
+    changed since, then live events); before that, from the start. Either way
+    an event is delivered only if its claim's ledger seq is newer than the
+    last one delivered for that claim, so nothing is delivered twice."""
+
+    def __init__(self, request: claims_pb2.WatchRequest) -> None:
+        self.request = request
+        self.position = 0
         self.seen: dict[str, int] = {}
 
     def fresh(self, event: claims_pb2.ClaimEvent) -> bool:
+        if event.kind != CURRENT and event.position:
+            self.position = max(self.position, event.position)
         claim, seq = event.status.claim_id, event.status.ledger_seq
         if seq and seq <= self.seen.get(claim, 0):
             return False
         self.seen[claim] = seq
         return True
+
+    def lagged(self, position: str | None) -> None:
+        """WATCH_LAGGED named where to watch again from."""
+        if position and position.isdecimal():
+            self.position = max(self.position, int(position))
+
+    def again(self) -> claims_pb2.WatchRequest:
+        """The request that resumes where this watch is."""
+        if not self.position:
+            return self.request
+        resumed = _copy(self.request)
+        resumed.resume_from = self.position
+        return resumed

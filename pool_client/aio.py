@@ -20,15 +20,12 @@ import grpc
 import grpc.aio
 
 from pool_client import _common, config as _config
-from pool_client._common import Resume, request as _request
+from pool_client._common import RESUME_FROM_KEY, Resume, request as _request
 from pool_client.calls import BY_METHOD, Rpc
 from pool_client.diagnose import cause as _cause, permanent
-from pool_client.errors import PoolError, Unreachable, from_rpc_error
-from pool_client.failover import Sent, Targets, connect_failure, sent
-from protos.pool.v1 import claims_pb2, claims_pb2_grpc, ops_pb2, ops_pb2_grpc, types_pb2
-
-RELEASED = types_pb2.ClaimState.Value("RELEASED")
-
+from pool_client.errors import Unreachable, from_rpc_error
+from pool_client.failover import Sent, Targets, connect_failure, sent, trailing
+from protos.pool.v1 import claims_pb2, claims_pb2_grpc, ops_pb2, ops_pb2_grpc
 
 class Client:
     """As pool_client.Client, for asyncio; make it inside the running event loop."""
@@ -88,12 +85,8 @@ class Client:
                 kind = sent(error)
                 if kind is Sent.ANSWERED:
                     self._reached = True
-                    if resent and rpc.name == "Release" and error.code() == grpc.StatusCode.FAILED_PRECONDITION:
-                        released = await self._released(request, deadline)
-                        if released is not None:
-                            return released
                     raise from_rpc_error(error) from None
-                if kind is Sent.UNKNOWN and not rpc.resend:
+                if kind is Sent.UNKNOWN and not rpc.resends(request):
                     raise from_rpc_error(error, unknown=True) from None
                 now = time.monotonic()
                 self._give_up(error, address, now - start)
@@ -106,14 +99,6 @@ class Client:
             self._reached = True
             self._broken.clear()
             return answer
-
-    async def _released(self, release: claims_pb2.ReleaseRequest, deadline: float) -> claims_pb2.ClaimStatus | None:
-        try:
-            status = await self.call(BY_METHOD["get"], claims_pb2.GetClaimRequest(claim_id=release.claim_id),
-                                     max(0.001, deadline - time.monotonic()))
-        except PoolError:
-            return None
-        return status if status.state == RELEASED else None
 
     async def _unary(self, method: str, given: Any, fields: dict[str, Any], timeout: float | None) -> Any:
         rpc = BY_METHOD[method]
@@ -172,16 +157,19 @@ class Client:
                    **fields: Any) -> claims_pb2.PlanResponse:
         return await self._unary("plan", request, fields, timeout)
 
+    async def bind(self, request: claims_pb2.BindRequest | None = None, /, *, timeout: float | None = None,
+             **fields: Any) -> claims_pb2.ClaimStatus:
+        return await self._unary("bind", request, fields, timeout)
+
     async def watch(self, request: claims_pb2.WatchRequest | None = None, /,
                     **fields: Any) -> AsyncIterator[claims_pb2.ClaimEvent]:
         """As pool_client.Client.watch: resumed after a failover or WATCH_LAGGED."""
         rpc = BY_METHOD["watch"]
-        message = _request(rpc, request, fields, self.settings.tenant)
-        resume = Resume()
+        resume = Resume(_request(rpc, request, fields, self.settings.tenant))
         start = time.monotonic()
         while True:
             address = self.targets.current
-            stream = self._stub(address, "Claims").Watch(message)
+            stream = self._stub(address, "Claims").Watch(resume.again())
             try:
                 async for event in stream:
                     self.targets.succeeded()
@@ -194,6 +182,8 @@ class Client:
                     (error.details() or "").startswith("WATCH_LAGGED")
                 if not lagged and sent(error) is Sent.ANSWERED:
                     raise from_rpc_error(error) from None
+                if lagged:
+                    resume.lagged(trailing(error, RESUME_FROM_KEY))
                 self._give_up(error, address, time.monotonic() - start)
                 await asyncio.sleep(0 if lagged else self.targets.failed(error))
             finally:

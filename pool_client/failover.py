@@ -5,11 +5,13 @@ with NOT_LEADER, which failures mean "not sent, try another one", which mean
 
 A standby refuses with UNAVAILABLE, `NOT_LEADER: …`, and the leader's
 advertised address in the trailing metadata key LEADER_KEY; one still
-replaying says NOT_READY; a scheduler that is down refuses the connection.
+replaying says NOT_READY; a stopping one refuses a new call with SHUTTING_DOWN
+("… did nothing with this call …"); a scheduler that is down refuses the
+connection.
 None of these ran the call, so it is always sent again: to the hinted leader
 at once, else to the next address after a backoff with jitter. A call that was
 sent and got no answer (UNAVAILABLE after sending, LEDGER_UNAVAILABLE,
-SHUTTING_DOWN, DEADLINE_EXCEEDED, a CANCELLED the caller did not ask for) may
+SHUTTING_DOWN cutting it short, DEADLINE_EXCEEDED, a CANCELLED the caller did not ask for) may
 have taken effect: it is sent again only when the RPC is safe to resend
 (pool_client/calls.py, docs/USER-GUIDE.md "Sending again").
 """
@@ -91,7 +93,8 @@ def sent(error: grpc.RpcError, cancelled_by_caller: bool = False) -> Sent:
     status = error.code()
     code, _ = pool_code(error)
     if status == grpc.StatusCode.UNAVAILABLE:
-        if code in NOT_RUN or (code is None and connect_failure(error)):
+        if code in NOT_RUN or (code is None and connect_failure(error)) or \
+                (code == "SHUTTING_DOWN" and "did nothing with this call" in (error.details() or "")):
             return Sent.NOT_SENT
         return Sent.UNKNOWN        # LEDGER_UNAVAILABLE, SHUTTING_DOWN, a connection lost mid-call
     if status == grpc.StatusCode.DEADLINE_EXCEEDED and code is None:

@@ -19,15 +19,12 @@ from typing import Any
 import grpc
 
 from pool_client import _common, config as _config
-from pool_client._common import Resume, request as _request
+from pool_client._common import RESUME_FROM_KEY, Resume, request as _request
 from pool_client.calls import BY_METHOD, Rpc
 from pool_client.diagnose import cause as _cause, permanent
-from pool_client.errors import ClaimNotOpen, PoolError, Unreachable, from_rpc_error
-from pool_client.failover import Sent, Targets, connect_failure, sent
-from protos.pool.v1 import claims_pb2, claims_pb2_grpc, ops_pb2, ops_pb2_grpc, types_pb2
-
-RELEASED = types_pb2.ClaimState.Value("RELEASED")
-
+from pool_client.errors import Unreachable, from_rpc_error
+from pool_client.failover import Sent, Targets, connect_failure, sent, trailing
+from protos.pool.v1 import claims_pb2, claims_pb2_grpc, ops_pb2, ops_pb2_grpc
 
 class Client:
     """A connection to a leader and its standbys.
@@ -86,12 +83,8 @@ class Client:
                 kind = sent(error)
                 if kind is Sent.ANSWERED:
                     self._reached = True
-                    if resent and rpc.name == "Release" and error.code() == grpc.StatusCode.FAILED_PRECONDITION:
-                        released = self._released(request, deadline)
-                        if released is not None:
-                            return released
                     raise from_rpc_error(error) from None
-                if kind is Sent.UNKNOWN and not rpc.resend:
+                if kind is Sent.UNKNOWN and not rpc.resends(request):
                     raise from_rpc_error(error, unknown=True) from None
                 now = time.monotonic()
                 self._give_up(error, address, now - start)
@@ -104,15 +97,6 @@ class Client:
             self._reached = True
             self._broken.clear()
             return answer
-
-    def _released(self, release: claims_pb2.ReleaseRequest, deadline: float) -> claims_pb2.ClaimStatus | None:
-        """After a resent Release answered CLAIM_NOT_OPEN: the claim's status if it is released."""
-        try:
-            status = self.call(BY_METHOD["get"], claims_pb2.GetClaimRequest(claim_id=release.claim_id),
-                               max(0.001, deadline - time.monotonic()))
-        except PoolError:
-            return None
-        return status if status.state == RELEASED else None
 
     def _give_up(self, error: grpc.RpcError, address: str, waited: float) -> None:
         """Raise Unreachable once no scheduler can be reached: the connect timeout
@@ -186,18 +170,21 @@ class Client:
              **fields: Any) -> claims_pb2.PlanResponse:
         return self._unary("plan", request, fields, timeout)
 
+    def bind(self, request: claims_pb2.BindRequest | None = None, /, *, timeout: float | None = None,
+             **fields: Any) -> claims_pb2.ClaimStatus:
+        return self._unary("bind", request, fields, timeout)
+
     def watch(self, request: claims_pb2.WatchRequest | None = None, /, **fields: Any) -> Iterator[claims_pb2.ClaimEvent]:
         """Events as they become durable, each claim's current status first. After a
         failover (or WATCH_LAGGED) the watch is made again and resumes: what the
         caller already saw is not delivered twice, and a change made while it was
         away arrives as the claim's current status (kind EVENT_CURRENT)."""
         rpc = BY_METHOD["watch"]
-        message = _request(rpc, request, fields, self.settings.tenant)
-        resume = Resume()
+        resume = Resume(_request(rpc, request, fields, self.settings.tenant))
         start = time.monotonic()
         while True:
             address = self.targets.current
-            stream = self._stub(address, "Claims").Watch(message)
+            stream = self._stub(address, "Claims").Watch(resume.again())
             try:
                 for event in stream:
                     self.targets.succeeded()
@@ -210,6 +197,8 @@ class Client:
                     (error.details() or "").startswith("WATCH_LAGGED")
                 if not lagged and sent(error) is Sent.ANSWERED:
                     raise from_rpc_error(error) from None
+                if lagged:
+                    resume.lagged(trailing(error, RESUME_FROM_KEY))
                 self._give_up(error, address, time.monotonic() - start)
                 time.sleep(0 if lagged else self.targets.failed(error))
             finally:

@@ -125,3 +125,14 @@ def test_watch_delivers_the_current_status_then_changes(cluster):
         pool.release(claim_id="w1")
         assert next(events).status.state == types_pb2.ClaimState.Value("RELEASED")
         events.close()
+
+
+def test_every_rpc_of_claims_and_ops_is_a_method_of_both_clients():
+    from pool_client import calls, sync
+    from protos.pool.v1 import claims_pb2, ops_pb2
+    served = {(s.name, m.name) for f in (claims_pb2, ops_pb2) for s in f.DESCRIPTOR.services_by_name.values()
+              for m in s.methods}
+    assert served == {(rpc.service, rpc.name) for rpc in calls.RPCS}
+    for rpc in calls.RPCS:
+        assert callable(getattr(sync.Client, rpc.method)) and callable(getattr(aio.Client, rpc.method))
+        assert rpc.resend in ("yes", "no", "with claim_ids")

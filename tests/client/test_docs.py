@@ -44,8 +44,8 @@ def examples() -> list[tuple[str, str | None]]:
 
 
 def test_the_sending_again_table_is_the_librarys():
-    rows = re.findall(r"^\| `(\w+)/(\w+)` \| (yes|no) \| (.*) \|$", python_section(), re.M)
-    assert rows == [(r.service, r.name, "yes" if r.resend else "no", r.why) for r in RPCS]
+    rows = re.findall(r"^\| `(\w+)/(\w+)` \| (yes|no|with claim_ids) \| (.*) \|$", python_section(), re.M)
+    assert rows == [(r.service, r.name, r.resend, r.why) for r in RPCS]
 
 
 def test_the_python_examples_run_and_print_what_the_guide_says(cluster, tmp_path, monkeypatch):
