@@ -128,9 +128,10 @@ def _verified(path: str, key: keys.PublicKey | None, witness_files: Sequence[byt
     if not is_dsn(path) and not Path(path).is_file():
         raise CtlError("UNREADABLE", f"{path}: no such file")
     try:
+        checks = {"bodies": scheduler_bodies.check, "follows": scheduler_bodies.Tiling()}
         if trusted:
-            return trust.judge(export.receipts_at(path), key, witness_files, trusted, bodies=scheduler_bodies.check)
-        return verify(export.receipts_at(path), key, witness_files=witness_files, bodies=scheduler_bodies.check)
+            return trust.judge(export.receipts_at(path), key, witness_files, trusted, **checks)
+        return verify(export.receipts_at(path), key, witness_files=witness_files, **checks)
     except (OSError, StoreError) as exc:
         raise CtlError("UNREADABLE", str(exc)) from None
 

@@ -128,15 +128,26 @@ def examine(raw: bytes, key: PublicKey | None, bodies: BodyCheck | None = None) 
 
 
 def _examine_batch(raw_key: bytes | None, batch: list[bytes], bodies: bool,
-                   check: BodyCheck | None) -> list[Examined]:
-    """In a worker. Without `bodies` (nobody folds) only the ledger's own kinds'
-    bodies travel back (the checks that need the sequence read them)."""
+                   check: BodyCheck | None, keep: frozenset[str] = frozenset()) -> list[Examined]:
+    """In a worker. Without `bodies` (nobody folds) only the bodies of the
+    ledger's own kinds and of `keep` travel back (the checks that need the
+    sequence read them)."""
     key = PublicKey(raw_key) if raw_key else None
     examined = [examine(raw, key, check) for raw in batch]
     if bodies:
         return examined
-    return [e if e.entry is None or e.entry.kind in LEDGER_KINDS else e._replace(entry=e.entry._replace(body={}))
-            for e in examined]
+    return [e if e.entry is None or e.entry.kind in LEDGER_KINDS or e.entry.kind in keep
+            else e._replace(entry=e.entry._replace(body={})) for e in examined]
+
+
+class Sequential:
+    """A caller's check of its kinds that needs the receipts before (e.g. that
+    a device's windows do not overlap): `wrong(entry)` is called in order for
+    every entry of `kinds` whose body has its shape, and says why it is wrong."""
+    kinds: frozenset[str] = frozenset()
+
+    def wrong(self, entry: Entry) -> str | None:
+        return None
 
 
 def _named_key(entry: Entry | None) -> PublicKey | None:
@@ -153,9 +164,10 @@ class Verifier:
 
     def __init__(self, key: PublicKey | None = None, anchor: Anchor | None = None,
                  fetch: Callable[[int], bytes] | None = None, bodies: BodyCheck | None = None,
-                 tree: merkle.Node | None = None) -> None:
+                 tree: merkle.Node | None = None, follows: Sequential | None = None) -> None:
         self.key = key
         self.bodies = bodies
+        self.follows = follows or Sequential()
         self._run = CheckpointRun()
         self.index = anchor.index if anchor else 0
         self.start = self.index
@@ -257,6 +269,8 @@ class Verifier:
                 wrong = self._run.wrong(entry)
                 if wrong is None and entry.kind == COSIGNED:
                     wrong = self._cosigned(i, entry.body["note"])
+                if wrong is None and entry.kind in self.follows.kinds:
+                    wrong = self.follows.wrong(entry)
                 if wrong is not None:
                     self.fail(i, "body", wrong)
         self._prev = examined.hash
@@ -334,14 +348,14 @@ def verify(receipts: Iterable[bytes], key: PublicKey | None = None, *,
            witness_files: Iterable[bytes] = (), on_entry: Callable[[Entry], None] | None = None,
            workers: int | None = None, anchor: Anchor | None = None,
            fetch: Callable[[int], bytes] | None = None, bodies: BodyCheck | None = None,
-           tree: merkle.Node | None = None) -> Report:
+           tree: merkle.Node | None = None, follows: Sequential | None = None) -> Report:
     """Verify a stream; `on_entry` sees each entry in order until the first fault.
     Without `key`, the genesis receipt names the steward. The ledger's own kinds'
     bodies are always checked; `bodies` (a module-level function: it travels
     to the workers) checks the caller's. Past _PARALLEL_FROM receipts, each
     receipt's own checks run in `workers` processes."""
     workers = (os.cpu_count() or 1) if workers is None else workers
-    verifier = Verifier(key, anchor, fetch, bodies, tree)
+    verifier = Verifier(key, anchor, fetch, bodies, tree, follows)
     deliver = on_entry or (lambda entry: None)
     batches = _batches(receipts)
     for batch in batches:
@@ -365,7 +379,8 @@ def _in_parallel(verifier: Verifier, batches: Iterator[list[bytes]],
         pending: collections.deque = collections.deque()
         try:
             for batch in batches:
-                pending.append(pool.submit(_examine_batch, raw_key, batch, bodies, verifier.bodies))
+                pending.append(pool.submit(_examine_batch, raw_key, batch, bodies, verifier.bodies,
+                                           verifier.follows.kinds))
                 if len(pending) > 2 * workers and not _accept(verifier, pending, deliver):
                     return
             while pending and _accept(verifier, pending, deliver):

@@ -13,9 +13,10 @@ from typing import Any
 
 from scheduler.kernel import event_from_body
 from scheduler.kernel.events import EVENT_TYPES
-from scheduler.ledger.receipts import CHECKPOINT
+from scheduler.ledger.receipts import CHECKPOINT, Entry
+from scheduler.ledger.verify import Sequential
 from scheduler.service.engine import Engine
-from scheduler.service.observed import GRADES, WINDOWS, Windows
+from scheduler.service.observed import GAP_NAMES, GRADES, WINDOWS, Windows
 
 # each column's values; per window unless in _PER_SHARE. `gap` and `lost` are
 # optional (only in a batch with a gap). A column added to Windows later and
@@ -79,4 +80,63 @@ def _windows(body: dict[str, Any]) -> str | None:
         return "the share columns do not hold the shares the windows count"
     if any(a >= b for a, b in zip(body["seq"], body["seq"][1:])):
         return "seq does not increase"
+    return _window_meaning(body)
+
+
+GAP_REASONS = frozenset(GAP_NAMES.values())   # a gap's reason by name (null: the agent gave none)
+
+
+def _window_meaning(body: dict[str, Any]) -> str | None:
+    """What the scheduler refuses in a window (evidence.py) and can be seen in
+    the body alone, per window in order (docs/LEDGER.md, "windows")."""
+    if ("gap" in body) != ("lost" in body):
+        return "gap and lost come together (a batch with a gap) or not at all"
+    bounds = [0]
+    for n in body["shares"]:
+        bounds.append(bounds[-1] + n)
+    gap, lost = body.get("gap"), body.get("lost")
+    for i, seq in enumerate(body["seq"]):
+        uj, start, end = body["uj"][i], body["start_ns"][i], body["end_ns"][i]
+        where = f"window seq {seq}"
+        if end <= start:
+            return f"{where}: end_ns {end} is not after start_ns {start}"
+        if uj is None and body["shares"][i]:
+            return f"{where}: a window with no figure has no shares"
+        if gap is not None and gap[i] is not None and gap[i] not in GAP_REASONS:
+            return f"{where}: gap reason {gap[i]!r} is not one of {', '.join(sorted(GAP_REASONS))}"
+        if uj is not None and gap is not None and gap[i] is not None:
+            return f"{where}: a window with a figure has no gap reason"
+        if uj is not None and lost is not None and lost[i]:
+            return f"{where}: lost windows are counted only on a gap"
+        shared = sum(body["share_uj"][bounds[i]:bounds[i + 1]])
+        if uj is not None and body["shares"][i] and shared != uj:
+            return f"{where}: shares sum to {shared}, not the window's {uj} µJ"
     return None
+
+
+class Tiling(Sequential):
+    """A device's counted windows do not overlap: each starts at or after the
+    end of the device's previous one (evidence.py). Windows at or below the
+    host's highest seq so far are resends, which change nothing."""
+    kinds = frozenset({WINDOWS})
+
+    def __init__(self) -> None:
+        self.acked: dict[str, int] = {}            # worker -> its highest window seq
+        self.ends: dict[tuple[str, str], int] = {}  # (worker, device) -> end_ns of its last window
+
+    def wrong(self, entry: Entry) -> str | None:
+        body = entry.body
+        worker = body["worker"]
+        acked = self.acked.get(worker, 0)
+        for i, seq in enumerate(body["seq"]):
+            if seq <= acked:
+                continue
+            device = (worker, body["device"][i])
+            previous = self.ends.get(device)
+            if previous is not None and body["start_ns"][i] < previous:
+                return (f"{WINDOWS}: window seq {seq} of {worker}/{device[1]} starts at {body['start_ns'][i]}, "
+                        f"before the device's previous window ended at {previous}")
+            self.ends[device] = body["end_ns"][i]
+            acked = seq
+        self.acked[worker] = acked
+        return None
