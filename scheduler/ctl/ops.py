@@ -50,6 +50,18 @@ def _ask(args: Any, method: str, request: Any) -> dict:
     return to_doc(call(getattr(stub, method), request))
 
 
+def _ask_all(args: Any, method: str, request: Any, *lists: str) -> dict:
+    """A paginated call's answer with every page's `lists` joined, as one answer."""
+    stub = ops_pb2_grpc.OperationsStub(channel(args))
+    answers = [to_doc(a) for a in pages(getattr(stub, method), request)]
+    doc = answers[0]
+    for answer in answers[1:]:
+        for name in lists:
+            doc.setdefault(name, []).extend(answer.get(name, []))
+    doc.pop("next_page_token", None)
+    return doc
+
+
 def _tenants(args: Any) -> int:
     emit(args, _ask(args, "Tenants", ops_pb2.TenantsRequest()), render_tenants)
     return 0
@@ -68,7 +80,7 @@ def render_tenants(doc: dict) -> str:
 
 def _workers(args: Any) -> int:
     if args.action is None:
-        emit(args, _ask(args, "Workers", ops_pb2.WorkersRequest()), render_workers)
+        emit(args, _ask_all(args, "Workers", ops_pb2.WorkersRequest(), "workers"), render_workers)
         return 0
     if not args.host:
         raise CtlError("USAGE", f"workers {args.action} needs a HOST")
@@ -87,7 +99,7 @@ def _drained(args: Any, worker: dict) -> dict:
             raise CtlError("DRAIN_TIMEOUT", f"{args.host} still holds {', '.join(worker['active_claims'])} after "
                            f"{args.wait_timeout:g} s; it stays cordoned", EXIT_FAILED)
         time.sleep(0.5)
-        worker = next(w for w in _ask(args, "Workers", ops_pb2.WorkersRequest())["workers"]
+        worker = next(w for w in _ask_all(args, "Workers", ops_pb2.WorkersRequest(), "workers")["workers"]
                       if w["worker"] == args.host)
     return worker
 
@@ -232,7 +244,8 @@ def render_splits(doc: dict) -> str:
 # -- preemption and reclamation -----------------------------------------------
 
 def _preemption(args: Any) -> int:
-    emit(args, _ask(args, "PreemptionOrder", ops_pb2.PreemptionOrderRequest(for_claim_id=args.for_claim)),
+    emit(args, _ask_all(args, "PreemptionOrder", ops_pb2.PreemptionOrderRequest(for_claim_id=args.for_claim),
+                        "order", "victims"),
          lambda doc: render_preemption(doc, args.for_claim))
     return 0
 
@@ -253,7 +266,7 @@ def render_preemption(doc: dict, for_claim: str = "") -> str:
 
 
 def _reclamation(args: Any) -> int:
-    doc = _ask(args, "ReclamationOrder", ops_pb2.ReclamationOrderRequest())
+    doc = _ask_all(args, "ReclamationOrder", ops_pb2.ReclamationOrderRequest(), "verdicts", "order")
     if args.plot:
         plots.reclamation(doc, args.plot)
     emit(args, doc, render_reclamation)

@@ -28,6 +28,7 @@ from scheduler.service.listing import Listing
 from scheduler.service.principal import caller
 
 WATCH_PAGE = 200   # statuses a Watch reads from the committed state at a time, before it sends them
+PLAN_WORKERS = 8   # worker rows per explanation in a Plan answer (its 1,000 claims' rows stay within a message)
 RESUME_FROM = "pool-resume-from"   # WATCH_LAGGED's trailing metadata: the position to watch again from
 
 # receipt kind -> what a watcher is told happened
@@ -147,6 +148,9 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
         instead of committed. Nothing is recorded."""
         if not request.claims:
             raise Refused("INVALID_ARGUMENT", "claims: give at least one claim to plan")
+        if len(request.claims) > SUBMIT_MANY_MAX:
+            raise Refused("INVALID_ARGUMENT", f"claims: at most {SUBMIT_MANY_MAX} claims per plan, "
+                                              f"got {len(request.claims)}")
         engine = self.engine
         now, live, planned, first = time.time_ns(), engine.state, [], []
         scratch = live
@@ -170,7 +174,8 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
                 status.submitted_ns = status.admitted_ns = 0
             answer.claims.append(status)
             if claim.state is ClaimState.PENDING:
-                answer.explanations.append(convert.explanation(kernel.explain(state, claim_id, now)))
+                answer.explanations.append(pages.cap_workers(convert.explanation(kernel.explain(state, claim_id, now)),
+                                                             PLAN_WORKERS))
         for event in decision.events if decision else ():
             if isinstance(event, kernel.Preempted) and event.by_claim in planned:
                 answer.victims.append(convert.planned_victim(live.claims[event.claim_id], state.claims[event.by_claim]))

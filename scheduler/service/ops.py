@@ -5,6 +5,7 @@ Every read serves the committed state (committed.py); Reclaim decides on the lat
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import defaultdict
 from itertools import islice
@@ -58,8 +59,10 @@ class OperationsServicer(ops_pb2_grpc.OperationsServicer):
 
     @guarded
     async def Workers(self, request, context):
-        return ops_pb2.WorkersResponse(workers=[self._worker_status(v)
-                                               for v in kernel.workers(self.engine.committed.state)])
+        size = pages.page_size(request.page_size, self.limits)
+        views = sorted(kernel.workers(self.engine.committed.state), key=lambda v: v.worker.worker_id)
+        [page], token = pages.slices(request.page_token, (views,), size)
+        return ops_pb2.WorkersResponse(workers=[self._worker_status(v) for v in page], next_page_token=token)
 
     def _worker_status(self, view: kernel.WorkerView) -> ops_pb2.WorkerStatus:
         host = view.worker.worker_id
@@ -67,8 +70,8 @@ class OperationsServicer(ops_pb2_grpc.OperationsServicer):
 
     @guarded
     async def Explain(self, request, context):
-        return convert.explanation(checked(kernel.explain(self.engine.committed.state, request.claim_id,
-                                                          time.time_ns())))
+        return pages.cap_workers(convert.explanation(checked(kernel.explain(
+            self.engine.committed.state, request.claim_id, time.time_ns()))), self.limits.page_size)
 
     @guarded
     async def Splits(self, request, context):
@@ -112,8 +115,13 @@ class OperationsServicer(ops_pb2_grpc.OperationsServicer):
 
     @guarded
     async def PreemptionOrder(self, request, context):
-        plan = kernel.preemption_order(self.engine.committed.state, request.for_claim_id or None, time.time_ns())
-        return convert.preemption(checked(plan))
+        size = pages.page_size(request.page_size, self.limits)
+        plan = checked(kernel.preemption_order(self.engine.committed.state, request.for_claim_id or None,
+                                               time.time_ns()))
+        (order, victims), token = pages.slices(request.page_token, (plan.order, plan.victims), size)
+        answer = convert.preemption(dataclasses.replace(plan, order=tuple(order), victims=tuple(victims)))
+        answer.next_page_token = token
+        return answer
 
     def verdicts(self) -> tuple[kernel.ClaimVerdict, ...]:
         """Every open admitted claim's idle verdict on the committed state (what the metrics show)."""
@@ -129,11 +137,12 @@ class OperationsServicer(ops_pb2_grpc.OperationsServicer):
 
     @guarded
     async def ReclamationOrder(self, request, context):
+        size = pages.page_size(request.page_size, self.limits)
         committed = self.engine.committed
         verdicts = self._verdicts(committed.state, committed.length)
-        return ops_pb2.ReclamationOrderResponse(verdicts=[convert.claim_verdict(v) for v in verdicts],
-                                                order=kernel.reclamation_order(verdicts),
-                                                window_ns=committed.state.idle.window_ns)
+        (page, order), token = pages.slices(request.page_token, (verdicts, kernel.reclamation_order(verdicts)), size)
+        return ops_pb2.ReclamationOrderResponse(verdicts=[convert.claim_verdict(v) for v in page], order=order,
+                                                window_ns=committed.state.idle.window_ns, next_page_token=token)
 
     @guarded
     async def Reclaim(self, request, context):

@@ -1,6 +1,8 @@
-"""Answers a page at a time (List, Splits), so that no answer grows with the
-cluster past the message size limit: `page_size` items at most, and an
-opaque `next_page_token` to ask for the rest."""
+"""Answers a page at a time (List, Splits, Workers, PreemptionOrder,
+ReclamationOrder), so that no answer grows with the cluster past the message
+size limit: `page_size` items at most, and an opaque `next_page_token` to
+ask for the rest. An answer that is one list of rows with no page (Explain's
+worker rows) is capped instead, and says how many it left out."""
 
 from __future__ import annotations
 
@@ -28,3 +30,21 @@ def positions(token: str, n: int) -> tuple[int, ...]:
 def next_positions(at: tuple[int, ...], more: bool) -> str:
     """The token for a next page starting at the positions `at` ("" when there is none)."""
     return ".".join(map(str, at)) if more else ""
+
+
+def slices(token: str, lists: tuple, size: int) -> tuple[list[list], str]:
+    """A page of each of `lists` (sequences in one order each), from the positions the
+    token names: at most `size` items of each, and the token for the rest."""
+    starts = positions(token, len(lists))
+    ends = [min(len(items), start + size) for items, start in zip(lists, starts)]
+    page = [list(items[start:end]) for items, start, end in zip(lists, starts, ends)]
+    return page, next_positions(tuple(ends), any(end < len(items) for items, end in zip(lists, ends)))
+
+
+def cap_workers(explanation, cap: int):
+    """An Explanation with at most `cap` worker rows, the rest counted in workers_omitted."""
+    extra = len(explanation.workers) - cap
+    if extra > 0:
+        del explanation.workers[cap:]
+        explanation.workers_omitted += extra
+    return explanation

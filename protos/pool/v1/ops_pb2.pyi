@@ -99,8 +99,12 @@ class TenantsResponse(_message.Message):
     def __init__(self, tenants: _Optional[_Iterable[_Union[TenantNode, _Mapping]]] = ..., period_start_ns: _Optional[int] = ..., period_ns: _Optional[int] = ...) -> None: ...
 
 class WorkersRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("page_size", "page_token")
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class WorkerStatus(_message.Message):
     __slots__ = ("worker", "capacity", "reserved", "available", "active_claims", "live", "devices", "exclusive", "cordoned", "gpus")
@@ -127,10 +131,12 @@ class WorkerStatus(_message.Message):
     def __init__(self, worker: _Optional[str] = ..., capacity: _Optional[_Union[_types_pb2.Capacity, _Mapping]] = ..., reserved: _Optional[_Union[_types_pb2.Resources, _Mapping]] = ..., available: _Optional[_Union[_types_pb2.Resources, _Mapping]] = ..., active_claims: _Optional[_Iterable[str]] = ..., live: _Optional[bool] = ..., devices: _Optional[_Iterable[_Union[_types_pb2.DeviceMeter, _Mapping]]] = ..., exclusive: _Optional[bool] = ..., cordoned: _Optional[bool] = ..., gpus: _Optional[_Iterable[_Union[GpuFree, _Mapping]]] = ...) -> None: ...
 
 class WorkersResponse(_message.Message):
-    __slots__ = ("workers",)
+    __slots__ = ("workers", "next_page_token")
     WORKERS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     workers: _containers.RepeatedCompositeFieldContainer[WorkerStatus]
-    def __init__(self, workers: _Optional[_Iterable[_Union[WorkerStatus, _Mapping]]] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, workers: _Optional[_Iterable[_Union[WorkerStatus, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class ExplainRequest(_message.Message):
     __slots__ = ("claim_id",)
@@ -201,7 +207,7 @@ class WorkerExplanation(_message.Message):
     def __init__(self, worker: _Optional[str] = ..., ok: _Optional[bool] = ..., reason: _Optional[_Union[_types_pb2.Reason, str]] = ..., fields: _Optional[_Iterable[_Union[FieldFigure, _Mapping]]] = ..., gpu_types: _Optional[_Iterable[str]] = ..., detail: _Optional[str] = ...) -> None: ...
 
 class Explanation(_message.Message):
-    __slots__ = ("claim_id", "state", "reason", "checks", "workers", "queue_position", "worker", "devices_mdev", "gang_member", "gpu_types", "bound")
+    __slots__ = ("claim_id", "state", "reason", "checks", "workers", "queue_position", "worker", "devices_mdev", "gang_member", "workers_omitted", "gpu_types", "bound")
     class DevicesMdevEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -218,6 +224,7 @@ class Explanation(_message.Message):
     WORKER_FIELD_NUMBER: _ClassVar[int]
     DEVICES_MDEV_FIELD_NUMBER: _ClassVar[int]
     GANG_MEMBER_FIELD_NUMBER: _ClassVar[int]
+    WORKERS_OMITTED_FIELD_NUMBER: _ClassVar[int]
     GPU_TYPES_FIELD_NUMBER: _ClassVar[int]
     BOUND_FIELD_NUMBER: _ClassVar[int]
     claim_id: str
@@ -229,9 +236,10 @@ class Explanation(_message.Message):
     worker: str
     devices_mdev: _containers.ScalarMap[str, int]
     gang_member: str
+    workers_omitted: int
     gpu_types: _containers.RepeatedScalarFieldContainer[str]
     bound: bool
-    def __init__(self, claim_id: _Optional[str] = ..., state: _Optional[_Union[_types_pb2.ClaimState, str]] = ..., reason: _Optional[_Union[_types_pb2.Reason, str]] = ..., checks: _Optional[_Iterable[_Union[EntitlementCheck, _Mapping]]] = ..., workers: _Optional[_Iterable[_Union[WorkerExplanation, _Mapping]]] = ..., queue_position: _Optional[int] = ..., worker: _Optional[str] = ..., devices_mdev: _Optional[_Mapping[str, int]] = ..., gang_member: _Optional[str] = ..., gpu_types: _Optional[_Iterable[str]] = ..., bound: _Optional[bool] = ...) -> None: ...
+    def __init__(self, claim_id: _Optional[str] = ..., state: _Optional[_Union[_types_pb2.ClaimState, str]] = ..., reason: _Optional[_Union[_types_pb2.Reason, str]] = ..., checks: _Optional[_Iterable[_Union[EntitlementCheck, _Mapping]]] = ..., workers: _Optional[_Iterable[_Union[WorkerExplanation, _Mapping]]] = ..., queue_position: _Optional[int] = ..., worker: _Optional[str] = ..., devices_mdev: _Optional[_Mapping[str, int]] = ..., gang_member: _Optional[str] = ..., workers_omitted: _Optional[int] = ..., gpu_types: _Optional[_Iterable[str]] = ..., bound: _Optional[bool] = ...) -> None: ...
 
 class SplitsRequest(_message.Message):
     __slots__ = ("tenant", "since_ns", "device_id", "page_size", "page_token")
@@ -326,10 +334,14 @@ class SplitsResponse(_message.Message):
     def __init__(self, rows: _Optional[_Iterable[_Union[SplitRow, _Mapping]]] = ..., totals: _Optional[_Iterable[_Union[TenantTotal, _Mapping]]] = ..., devices: _Optional[_Iterable[_Union[DeviceTotal, _Mapping]]] = ..., gaps: _Optional[_Iterable[_Union[Gap, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class PreemptionOrderRequest(_message.Message):
-    __slots__ = ("for_claim_id",)
+    __slots__ = ("for_claim_id", "page_size", "page_token")
     FOR_CLAIM_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     for_claim_id: str
-    def __init__(self, for_claim_id: _Optional[str] = ...) -> None: ...
+    page_size: int
+    page_token: str
+    def __init__(self, for_claim_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class Victim(_message.Message):
     __slots__ = ("claim_id", "tenant", "tier", "measured_uj", "completed_units", "priority", "admitted_seq")
@@ -350,18 +362,24 @@ class Victim(_message.Message):
     def __init__(self, claim_id: _Optional[str] = ..., tenant: _Optional[str] = ..., tier: _Optional[_Union[Tier, str]] = ..., measured_uj: _Optional[int] = ..., completed_units: _Optional[int] = ..., priority: _Optional[int] = ..., admitted_seq: _Optional[int] = ...) -> None: ...
 
 class PreemptionOrderResponse(_message.Message):
-    __slots__ = ("order", "victims", "reason")
+    __slots__ = ("order", "victims", "reason", "next_page_token")
     ORDER_FIELD_NUMBER: _ClassVar[int]
     VICTIMS_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     order: _containers.RepeatedCompositeFieldContainer[Victim]
     victims: _containers.RepeatedScalarFieldContainer[str]
     reason: _types_pb2.Reason
-    def __init__(self, order: _Optional[_Iterable[_Union[Victim, _Mapping]]] = ..., victims: _Optional[_Iterable[str]] = ..., reason: _Optional[_Union[_types_pb2.Reason, str]] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, order: _Optional[_Iterable[_Union[Victim, _Mapping]]] = ..., victims: _Optional[_Iterable[str]] = ..., reason: _Optional[_Union[_types_pb2.Reason, str]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class ReclamationOrderRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("page_size", "page_token")
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class ClaimVerdict(_message.Message):
     __slots__ = ("claim_id", "verdict", "mean_uw", "grade", "threshold_uw", "held_mdev", "observed_ns")
@@ -382,14 +400,16 @@ class ClaimVerdict(_message.Message):
     def __init__(self, claim_id: _Optional[str] = ..., verdict: _Optional[_Union[_types_pb2.IdleVerdict, str]] = ..., mean_uw: _Optional[int] = ..., grade: _Optional[_Union[_types_pb2.Grade, str]] = ..., threshold_uw: _Optional[int] = ..., held_mdev: _Optional[int] = ..., observed_ns: _Optional[int] = ...) -> None: ...
 
 class ReclamationOrderResponse(_message.Message):
-    __slots__ = ("verdicts", "order", "window_ns")
+    __slots__ = ("verdicts", "order", "window_ns", "next_page_token")
     VERDICTS_FIELD_NUMBER: _ClassVar[int]
     ORDER_FIELD_NUMBER: _ClassVar[int]
     WINDOW_NS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     verdicts: _containers.RepeatedCompositeFieldContainer[ClaimVerdict]
     order: _containers.RepeatedScalarFieldContainer[str]
     window_ns: int
-    def __init__(self, verdicts: _Optional[_Iterable[_Union[ClaimVerdict, _Mapping]]] = ..., order: _Optional[_Iterable[str]] = ..., window_ns: _Optional[int] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, verdicts: _Optional[_Iterable[_Union[ClaimVerdict, _Mapping]]] = ..., order: _Optional[_Iterable[str]] = ..., window_ns: _Optional[int] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class ReclaimRequest(_message.Message):
     __slots__ = ("claim_ids",)
