@@ -25,7 +25,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
                         "(with --wait) wait until HOST's claims are released (nothing is preempted)")
     p.add_argument("host", nargs="?")
     p.add_argument("--wait", action="store_true", help="drain: wait until HOST holds no claim")
-    p.add_argument("--wait-timeout", type=float, default=0, metavar="SECONDS",
+    p.add_argument("--wait-timeout", type=_wait_s, default=0, metavar="SECONDS",
                    help="drain --wait: give up (exit 1) after this long; 0: wait for ever "
                         "(--timeout is the connect timeout, as on every verb)")
     p = online_verb(verbs, "explain", "why a claim is (not) admitted", _explain)
@@ -43,6 +43,17 @@ def register(verbs: argparse._SubParsersAction) -> None:
     online_verb(verbs, "reclaim", "settle every Idle claim as RECLAIMED", _reclaim)
     p = online_verb(verbs, "estimate", "the derived estimate of a work class", _estimate)
     p.add_argument("work_class")
+
+
+def _wait_s(text: str) -> float:
+    """A number of seconds ≥ 0 (0: wait for ever); a negative one, NaN or inf is refused."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds ≥ 0")
+    return value
 
 
 def _ask(args: Any, method: str, request: Any) -> dict:

@@ -115,13 +115,15 @@ def tenant_filter(name: str) -> Scope:
 
 def claim_field(name: str) -> Scope:
     """The existing claim named by request.<name> belongs to the caller's
-    subtrees (an unknown id is left to the handler: UNKNOWN_CLAIM)."""
+    subtrees. Another tenant's claim is answered exactly as an unknown id is
+    (UNKNOWN_CLAIM, "no claim 'ID'"), so that a tenant cannot learn which ids
+    others use; an unknown id is left to the handler."""
     def narrow(principal: Principal, request: Any, state: ClusterState) -> Any:
         claim = state.claim(getattr(request, name))
         if claim is not None and not in_reach(principal, state, claim.tenant):
-            raise _out_of_scope(principal, f"claim {claim.claim_id!r} belongs to {claim.tenant!r}")
+            raise Refused("UNKNOWN_CLAIM", f"no claim {claim.claim_id!r}")
         return request
-    return Scope("tenant", narrow, f"the claim named by {name} is in the caller's subtrees")
+    return Scope("tenant", narrow, f"the claim named by {name} is in the caller's subtrees (another's: as unknown)")
 
 
 def held_claim(name: str) -> Scope:
@@ -130,9 +132,9 @@ def held_claim(name: str) -> Scope:
     tenant left to check against, so a tenant cannot name it."""
     def narrow(principal: Principal, request: Any, state: ClusterState) -> Any:
         claim = state.claim(getattr(request, name))
-        if claim is None:
+        if claim is None or not in_reach(principal, state, claim.tenant):   # another's: as one not held
             raise _out_of_scope(principal, f"claim {getattr(request, name)!r} is not one the scheduler holds")
-        return claim_field(name).narrow(principal, request, state)
+        return request
     return Scope("tenant", narrow, f"the claim named by {name} is one the scheduler holds, in the caller's subtrees")
 
 
@@ -175,10 +177,23 @@ def _own_nodes(principal: Principal, response: Any, state: ClusterState) -> Any:
         period_start_ns=response.period_start_ns, period_ns=response.period_ns)
 
 
+def _usable_workers(principal: Principal, response: Any, state: ClusterState) -> Any:
+    """A tenant's Explain shows the workers its claim could use, not the fleet:
+    the rows that pass, the others counted in workers_omitted."""
+    narrowed = type(response)()
+    narrowed.CopyFrom(response)
+    kept = [w for w in response.workers if w.ok]
+    del narrowed.workers[:]
+    narrowed.workers.extend(kept)
+    narrowed.workers_omitted += len(response.workers) - len(kept)
+    return narrowed
+
+
 HELLO_HOST = Scope("agent", _hello_host, "the first message's Hello host_id equals the caller's CN")
 WATCH_TARGET = Scope("tenant", watch_target, "the watched claim or tenant is in the caller's subtrees; "
                                              "no target: the caller's one subtree")
 OWN_NODES = Scope("tenant", _own_nodes, "only the nodes of the caller's subtrees")
+USABLE_WORKERS = Scope("tenant", _usable_workers, "only the worker rows its claim could use")
 
 # -- the table -----------------------------------------------------------------
 
@@ -199,7 +214,7 @@ TABLE: Mapping[str, Rule] = {
     "/pool.v1.Claims/Bind": rule("operator", writes=True),
     "/pool.v1.Operations/Tenants": rule(READERS, reply=OWN_NODES),
     "/pool.v1.Operations/Workers": rule(AUDIT),
-    "/pool.v1.Operations/Explain": rule(READERS, claim_field("claim_id")),
+    "/pool.v1.Operations/Explain": rule(READERS, claim_field("claim_id"), reply=USABLE_WORKERS),
     "/pool.v1.Operations/Splits": rule(READERS, tenant_filter("tenant")),
     "/pool.v1.Operations/PreemptionOrder": rule(AUDIT),
     "/pool.v1.Operations/ReclamationOrder": rule(AUDIT),

@@ -113,7 +113,9 @@ def test_the_matrix_every_rpc_by_every_role(cluster):
             role = rule.scope.binds
             before = _length(s)
             error = _call(s.as_principal(CALLERS[role]), method, _requests(method, "b1", "beta", "w2"))
-            if error is None or not error.details().startswith("OUT_OF_SCOPE: "):
+            # another tenant's claim is answered as an unknown id is (issue 21: ids are not disclosed)
+            expected = "UNKNOWN_CLAIM: no claim 'b1'" if "claim_id is in" in rule.scope.says else "OUT_OF_SCOPE: "
+            if error is None or not error.details().startswith(expected):
                 failures.append(f"{method} as {role} out of scope: {error and error.details()!r}")
             if _length(s) != before:
                 failures.append(f"{method} as {role} out of scope: left a receipt")
@@ -155,8 +157,12 @@ def test_the_attacks_with_a_tenants_credentials_are_refused(cluster, attack):
     before, b1 = _length(s), s.claims.Get(claims_pb2.GetClaimRequest(claim_id="b1"))
     with pytest.raises(grpc.RpcError) as caught:
         call()
-    assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED, caught.value.details()
-    assert caught.value.details().split(":")[0] in ("OUT_OF_SCOPE", "ROLE_NOT_ALLOWED")
+    if attack in ("release beta's", "progress beta's", "explain beta's"):   # as if b1 did not exist
+        assert caught.value.code() == grpc.StatusCode.NOT_FOUND, caught.value.details()
+        assert caught.value.details() == "UNKNOWN_CLAIM: no claim 'b1'"
+    else:
+        assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED, caught.value.details()
+        assert caught.value.details().split(":")[0] in ("OUT_OF_SCOPE", "ROLE_NOT_ALLOWED")
     assert _length(s) == before
     assert s.claims.Get(claims_pb2.GetClaimRequest(claim_id="b1")) == b1
 

@@ -74,9 +74,28 @@ def test_explain_caps_its_worker_rows_and_plan_its_claims(busy):
                                              resources=types_pb2.Resources(cpu_millis=10 ** 9)), timeout=10)
     explained = s.ops.Explain(ops_pb2.ExplainRequest(claim_id="huge"), timeout=10)
     assert len(explained.workers) == 2 and explained.workers_omitted == len(HOSTS) - 2
+    # the tenant sees the workers its claim could use (none here), not the fleet's capacity
+    own = s.as_principal("alpha").ops.Explain(ops_pb2.ExplainRequest(claim_id="huge"), timeout=10)
+    assert not own.workers and own.workers_omitted == len(HOSTS) and own.reason == explained.reason
+    # and another tenant's claim is answered as an unknown one, word for word
+    beta = s.as_principal("beta").ops
+    for claim_id in ("huge", "no-such-claim"):
+        with pytest.raises(grpc.RpcError) as caught:
+            beta.Explain(ops_pb2.ExplainRequest(claim_id=claim_id), timeout=10)
+        assert (caught.value.code(), caught.value.details()) == (grpc.StatusCode.NOT_FOUND,
+                                                                 f"UNKNOWN_CLAIM: no claim {claim_id!r}")
     with pytest.raises(grpc.RpcError) as caught:
         s.claims.Plan(claims_pb2.PlanRequest(claims=[
             claims_pb2.SubmitRequest(claim_id=f"p{i}", tenant="alpha", estimate_uj=1)
             for i in range(SUBMIT_MANY_MAX + 1)]), timeout=30)
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert caught.value.details().startswith(f"INVALID_ARGUMENT: claims: at most {SUBMIT_MANY_MAX} claims per plan")
+
+
+def test_drain_refuses_a_negative_wait_timeout():
+    import subprocess
+    import sys
+    from pathlib import Path
+    done = subprocess.run([str(Path(sys.executable).parent / "poolctl"), "workers", "drain", "w1", "--wait",
+                           "--wait-timeout", "-1"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "'-1' is not a number of seconds ≥ 0" in done.stderr, done.stderr

@@ -134,7 +134,7 @@ class ClaimsServicer:
     def Progress(self, request, context):
         """Report cumulative completed units. Errors: NOT_FOUND (UNKNOWN_CLAIM),
         FAILED_PRECONDITION (CLAIM_NOT_OPEN), INVALID_ARGUMENT (PROGRESS_REGRESSED).
-        Callers: operator, tenant. Scope: tenant: the claim named by claim_id is in the caller's subtrees.
+        Callers: operator, tenant. Scope: tenant: the claim named by claim_id is in the caller's subtrees (another's: as unknown).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -145,7 +145,7 @@ class ClaimsServicer:
         its shares, graded by its worst window), never a client figure. A pending
         claim is withdrawn. Errors: NOT_FOUND (UNKNOWN_CLAIM), FAILED_PRECONDITION
         (CLAIM_NOT_OPEN).
-        Callers: operator, tenant. Scope: tenant: the claim named by claim_id is in the caller's subtrees.
+        Callers: operator, tenant. Scope: tenant: the claim named by claim_id is in the caller's subtrees (another's: as unknown).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -153,7 +153,7 @@ class ClaimsServicer:
 
     def Get(self, request, context):
         """One claim's current status. Errors: NOT_FOUND (UNKNOWN_CLAIM).
-        Callers: auditor, operator, tenant. Scope: tenant: the claim named by claim_id is in the caller's subtrees.
+        Callers: auditor, operator, tenant. Scope: tenant: the claim named by claim_id is in the caller's subtrees (another's: as unknown).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

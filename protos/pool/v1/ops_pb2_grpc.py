@@ -127,7 +127,7 @@ class OperationsServicer:
 
     def Explain(self, request, context):
         """Why a claim is (not) admitted. Errors: NOT_FOUND (UNKNOWN_CLAIM).
-        Callers: auditor, operator, tenant. Scope: tenant: the claim named by claim_id is in the caller's subtrees.
+        Callers: auditor, operator, tenant. Scope: tenant: the claim named by claim_id is in the caller's subtrees (another's: as unknown); tenant: only the worker rows its claim could use.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
