@@ -53,10 +53,12 @@ def register(verbs: argparse._SubParsersAction) -> None:
     p.add_argument("path", help="an export, a SQLite file, or a PostgreSQL connection string")
     p.add_argument("--key", metavar="PUBKEY", help="the steward's public key (default: the genesis's)")
     p.add_argument("--witness", action="append", default=[], metavar="FILE",
-                   help="a witness statement to check against the ledger; repeatable")
+                   help="a witness statement, or a cosigned C2SP checkpoint note, to check against the ledger; "
+                        "repeatable")
     p.add_argument("--witness-key", action="append", default=[], metavar="KEY",
-                   help="a trusted witness's public key (file or 64 hex digits); repeatable. With it, only "
-                        "these keys' statements grade `witnessed`, and one that contradicts the ledger fails it")
+                   help="a trusted witness's public key (file or 64 hex digits) or C2SP vkey; repeatable. With "
+                        "it, only these keys' statements and cosignatures grade `witnessed`, and one that "
+                        "contradicts the ledger fails it")
     add_output_flag(p)
     p.set_defaults(run=_verify)
 
@@ -197,8 +199,8 @@ def _import(args: Any) -> int:
 def _verify(args: Any) -> int:
     statements = [_read_file(path) for path in args.witness]
     try:
-        trusted = frozenset(keys.public_key_from(k) for k in args.witness_key)
-    except keys.KeyFileError as exc:
+        trusted = frozenset(k for text in args.witness_key for k in note.witness_keys(text))
+    except (keys.KeyFileError, note.NoteError) as exc:
         raise CtlError("BAD_KEY", str(exc)) from None
     report = _verified(args.path, _public_key(args.key), statements, trusted)
     emit(args, report.document(), lambda d: _render_report(d, report.detail))

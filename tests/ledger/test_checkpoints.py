@@ -104,3 +104,31 @@ def test_verify_refuses_a_recorded_checkpoint_that_is_not_the_ledgers(build, ste
     fine = note.sign(good.body(), note.origin_for(ledger_id), steward_key).encoded()
     assert verify(build([("claim_admitted", {"claim_id": f"c{i}"}) for i in range(4)]
                         + [(receipts.COSIGNED, {"note": fine})])).valid
+
+
+def test_a_trusted_cosigned_checkpoint_grades_the_ledger_and_catches_a_cut_or_rewrite(tmp_path, steward_key):
+    from scheduler.ledger import trust
+    steward = open_ledger(tmp_path / "l.db", steward_key)
+    for i in range(6):
+        steward.append("claim_admitted", {"claim_id": f"c{i}"})
+    raw = cosigned(steward, 5)
+    steward.commit([steward.prepare_cosigned(raw, [VKEY])])
+    outside = cosigned(steward)   # of all 8, kept by the witness outside the ledger
+    raws = list(steward.read())
+    steward.close()
+    judged = trust.judge(raws, steward_key.public, [], {VKEY})
+    assert judged.valid and judged.witnessed_length == 5 and judged.document()["grade"] == "witnessed"
+    judged = trust.judge(raws, steward_key.public, [outside], {VKEY})
+    assert judged.valid and judged.witnessed_length == 8
+    cut = trust.judge(raws[:6], steward_key.public, [outside], {VKEY})
+    assert not cut.valid and cut.document()["reason"] == "history_cut" and cut.document()["length"] == 6
+    forged, prev = raws[:3], receipts.digest(raws[2])
+    for seq in range(3, 8):
+        made = receipts.make(steward_key, seq, prev, seq, "claim_admitted", {"claim_id": "forged"})
+        forged.append(made.raw)
+        prev = made.hash
+    rewritten = trust.judge(forged, steward_key.public, [outside], {VKEY})
+    doc = rewritten.document()
+    assert (doc["valid"], doc["reason"], doc["first_bad_index"], doc["witness"]["problem"]) == \
+        (False, "history_rewritten", 7, "head_mismatch")
+    assert trust.judge(forged, steward_key.public, [outside], {keys.generate().public}).valid   # untrusted: no say

@@ -13,7 +13,7 @@ from scheduler.ledger.steward import open_ledger
 
 POOLCTL = Path(sys.executable).with_name("poolctl")
 REPORT_KEYS = {"valid", "length", "head", "signatures_ok", "chain_ok", "first_bad_index", "reason",
-               "grade", "witnessed_length", "witness", "root"}
+               "grade", "witnessed_length", "witness", "root", "tail"}
 
 
 def poolctl(*args) -> subprocess.CompletedProcess:
