@@ -4,8 +4,7 @@ options, building a request from keywords, and Watch's resume bookkeeping."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 # Before grpc is first imported: gRPC core writes no log lines of its own to stderr
 # (a client reports failures as exceptions), unless the user asked for them.
@@ -39,8 +38,7 @@ REQUESTS: dict[str, Any] = {
 }
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(NamedTuple):
     addresses: list[str]
     credentials: grpc.ChannelCredentials | None
     tenant: str | None

@@ -23,10 +23,10 @@ directory.
 from __future__ import annotations
 
 import os
-import tomllib
-from dataclasses import dataclass, field, fields, replace
-from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
+
+# tomllib, pathlib and dataclasses are left out on purpose: this runs at every poolctl start,
+# and most starts have no file to parse (tomllib is imported only when there is one).
 
 DEFAULT_TIMEOUT_S = 5.0
 KEYS = ("scheduler", "ca", "cert", "key", "tenant", "timeout")
@@ -36,44 +36,39 @@ class ConfigError(ValueError):
     """The configuration file or a context in it is unusable; the message says where."""
 
 
-@dataclass(frozen=True)
-class Context:
+class Context(NamedTuple):
     name: str = ""
-    scheduler: list[str] = field(default_factory=list)
+    scheduler: list[str] = []
     ca: str | None = None
     cert: str | None = None
     key: str | None = None
     tenant: str | None = None
     timeout: float | None = None
 
-    def as_table(self) -> dict[str, Any]:
-        """The context as its file table (unset keys left out)."""
-        out: dict[str, Any] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name != "name" and value not in (None, [], ""):
-                out[f.name] = value
-        return out
+
+Where = "str | os.PathLike[str]"
 
 
-def path() -> Path:
+def path() -> str:
     """Where the file is: $POOL_CONFIG, else $XDG_CONFIG_HOME/pool/config.toml, else ~/.config/pool/config.toml."""
     if os.environ.get("POOL_CONFIG"):
-        return Path(os.environ["POOL_CONFIG"])
+        return os.environ["POOL_CONFIG"]
     base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return Path(base) / "pool" / "config.toml"
+    return os.path.join(base, "pool", "config.toml")
 
 
-def load(where: Path | None = None) -> dict[str, Any]:
+def load(where: Where | None = None) -> dict[str, Any]:
     """The file as a document ({} when there is none)."""
-    where = where or path()
+    where = os.fspath(where or path())
     try:
         with open(where, "rb") as f:
-            document = tomllib.load(f)
+            import tomllib
+            try:
+                document = tomllib.load(f)
+            except tomllib.TOMLDecodeError as error:
+                raise ConfigError(f"{where}: {error}") from None
     except FileNotFoundError:
         return {}
-    except tomllib.TOMLDecodeError as error:
-        raise ConfigError(f"{where}: {error}") from None
     except OSError as error:
         raise ConfigError(f"{where}: {error.strerror}") from None
     contexts = document.get("contexts", {})
@@ -87,9 +82,9 @@ def load(where: Path | None = None) -> dict[str, Any]:
     return document
 
 
-def context(name: str | None = None, where: Path | None = None) -> Context:
+def context(name: str | None = None, where: Where | None = None) -> Context:
     """The named context; else $POOL_CONTEXT's; else the current one; else an empty Context."""
-    where = where or path()
+    where = os.fspath(where or path())
     document = load(where)
     name = name or os.environ.get("POOL_CONTEXT") or document.get("current-context") or None
     if name is None:
@@ -101,7 +96,7 @@ def context(name: str | None = None, where: Path | None = None) -> Context:
     return _parse(name, table, where)
 
 
-def _parse(name: str, table: dict[str, Any], where: Path) -> Context:
+def _parse(name: str, table: dict[str, Any], where: str) -> Context:
     scheduler = table.get("scheduler", [])
     if isinstance(scheduler, str):
         scheduler = [part.strip() for part in scheduler.split(",") if part.strip()]
@@ -115,7 +110,7 @@ def _parse(name: str, table: dict[str, Any], where: Path) -> Context:
         value = table.get(key)
         if value is not None and not isinstance(value, str):
             raise ConfigError(f"{where}: context {name!r}: {key} must be a path")
-        files[key] = str(where.parent / os.path.expanduser(value)) if value else None
+        files[key] = os.path.join(os.path.dirname(where), os.path.expanduser(value)) if value else None
     tenant = table.get("tenant")
     if tenant is not None and not isinstance(tenant, str):
         raise ConfigError(f"{where}: context {name!r}: tenant must be a string")
@@ -123,17 +118,17 @@ def _parse(name: str, table: dict[str, Any], where: Path) -> Context:
                    float(timeout) if timeout is not None else None)
 
 
-def save(document: dict[str, Any], where: Path | None = None) -> Path:
+def save(document: dict[str, Any], where: Where | None = None) -> str:
     """Write the document (current-context and [contexts.*]) back, readable by its owner only."""
-    where = where or path()
-    where.parent.mkdir(parents=True, exist_ok=True)
+    where = os.fspath(where or path())
+    os.makedirs(os.path.dirname(where) or ".", exist_ok=True)
     lines = []
     if document.get("current-context"):
         lines.append(f"current-context = {_value(document['current-context'])}")
     for name, table in document.get("contexts", {}).items():
         lines.append(f"\n[contexts.{_value(name)}]")
         lines += [f"{key} = {_value(table[key])}" for key in KEYS if table.get(key) not in (None, "", [])]
-    temporary = where.with_name(where.name + ".tmp")
+    temporary = where + ".tmp"
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write("\n".join(lines).lstrip("\n") + "\n")
@@ -151,9 +146,9 @@ def _value(value: Any) -> str:
     return repr(value)
 
 
-def set_context(name: str, where: Path | None = None, **changes: Any) -> Path:
+def set_context(name: str, where: Where | None = None, **changes: Any) -> str:
     """Create or update context `name` with the given keys (None leaves a key as it is)."""
-    where = where or path()
+    where = os.fspath(where or path())
     document = load(where)
     contexts = document.setdefault("contexts", {})
     table = dict(contexts.get(name, {}))
@@ -163,8 +158,8 @@ def set_context(name: str, where: Path | None = None, **changes: Any) -> Path:
     return save(document, where)
 
 
-def use_context(name: str, where: Path | None = None) -> Path:
-    where = where or path()
+def use_context(name: str, where: Where | None = None) -> str:
+    where = os.fspath(where or path())
     document = load(where)
     if name not in document.get("contexts", {}):
         known = ", ".join(sorted(document.get("contexts", {}))) or "none"
@@ -174,4 +169,4 @@ def use_context(name: str, where: Path | None = None) -> Path:
 
 
 __all__ = ["Context", "ConfigError", "DEFAULT_TIMEOUT_S", "path", "load", "context", "set_context", "use_context",
-           "save", "replace"]
+           "save"]

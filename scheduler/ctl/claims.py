@@ -10,7 +10,6 @@ import sys
 from typing import Any, TextIO
 
 import grpc
-from google.protobuf import json_format
 
 from protos.energy import format_uj
 from protos.limits import SUBMIT_MANY_MAX
@@ -144,6 +143,7 @@ def _open(path: str) -> TextIO:
 
 
 def _read_claims(lines: TextIO) -> list[claims_pb2.SubmitRequest]:
+    from google.protobuf import json_format   # here, not at the top: only a file of claims needs it
     requests = []
     with lines:
         for n, line in enumerate(lines, 1):

@@ -51,8 +51,9 @@ def _view(args: Any) -> int:
     document = _failing(lambda: config.load(where))
     if getattr(args, "output", "table") == "json":
         emit(args, {"path": str(where), **document}, str)
-    elif where.exists():
-        print(f"# {where}\n{where.read_text()}", end="")
+    elif os.path.exists(where):
+        with open(where) as f:
+            print(f"# {where}\n{f.read()}", end="")
     else:
         print(f"# {where}: no such file (`poolctl config set-context NAME --scheduler ADDRESS` makes one)")
     return EXIT_OK

@@ -18,6 +18,11 @@ import sys
 
 from scheduler.ctl.output import EXIT_FAILED, EXIT_USAGE, CtlError, add_output_flag, fail
 
+# argparse passes each of its messages through gettext, which searches the locale
+# directories on every call (about 1.5 ms each here, some 50 per start): poolctl
+# speaks English only, so its parsers skip the lookup.
+argparse._ = lambda message: message
+
 # verb -> (its group's module, its help line); in the order `poolctl --help` lists them.
 # tests/client/test_startup.py checks these lines are the ones each group registers.
 VERBS: dict[str, tuple[str, str]] = {
@@ -109,11 +114,10 @@ def chosen_verb(argv: list[str]) -> str | None:
 
 
 def version() -> str:
-    from importlib.metadata import PackageNotFoundError, version as installed
-    try:
-        return f"poolctl {installed('pool')}"
-    except PackageNotFoundError:
-        return "poolctl (not installed)"
+    """pool_client.__version__, which tests/client/test_startup.py holds equal to pyproject's
+    (importlib.metadata would cost more than the rest of `poolctl --version`)."""
+    from pool_client import __version__
+    return f"poolctl {__version__}"
 
 
 def _pool_error(error: Exception) -> CtlError | None:

@@ -80,9 +80,9 @@ def test_a_broken_file_is_one_usage_line(tmp_path):
 def test_the_file_is_found_where_documented(tmp_path, monkeypatch):
     monkeypatch.delenv("POOL_CONFIG", raising=False)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
-    assert config.path() == tmp_path / "pool" / "config.toml"
+    assert Path(config.path()) == tmp_path / "pool" / "config.toml"
     monkeypatch.setenv("POOL_CONFIG", str(tmp_path / "x.toml"))
-    assert config.path() == tmp_path / "x.toml"
+    assert Path(config.path()) == tmp_path / "x.toml"
 
 
 names = st.text("abcdefghijklmnopqrstuvwxyz0123456789-_.", min_size=1, max_size=12)

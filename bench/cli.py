@@ -1,0 +1,160 @@
+"""poolctl beside a floor and a peer measured in the same run, over mutual TLS
+to a real pool-scheduler subprocess on loopback.
+
+Start-up (issue 23, Must-have 1), process cost, each figure the median (and
+least) of --rounds runs, taken in turns so load on a shared machine falls on
+all alike:
+  `poolctl --help`, `poolctl --version`  beside  `python -c pass` (the
+      interpreter alone) and `sbatch --version` when it is on PATH;
+  `poolctl claims ID`  beside  a minimal Python client: the interpreter, grpc,
+      the generated stubs and the same Get over the same mTLS (FLOOR_CLIENT);
+      and `squeue -j ID` when a slurmctld answers here (--slurm starts the
+      tests' throwaway cluster, tests/slurm/cluster.py; it needs root), else
+      the figure recorded in FLOORS;
+  `poolctl submit`  beside  the same minimal client making the same Submit.
+The target is poolctl ≤ 1.3 × its floor. This script installs nothing.
+
+Usage: .venv/bin/python bench/cli.py [--rounds N] [--slurm]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from e2e import BIN, TENANTS, Pki, scheduler      # bench/e2e.py
+
+# Peers measured earlier on this machine, used when the peer cannot be run here.
+FLOORS = {
+    "squeue -j ID": (0.010, "issue 23: squeue -j against slurmctld 22.05 on this machine"),
+}
+
+FLOOR_CLIENT = """
+import sys
+import grpc
+from protos.pool.v1 import claims_pb2, claims_pb2_grpc
+address, ca, cert, key, verb, claim = sys.argv[1:7]
+read = lambda path: open(path, "rb").read()
+credentials = grpc.ssl_channel_credentials(read(ca), read(key), read(cert))
+with grpc.secure_channel(address, credentials) as channel:
+    stub = claims_pb2_grpc.ClaimsStub(channel)
+    if verb == "get":
+        status = stub.Get(claims_pb2.GetClaimRequest(claim_id=claim), timeout=30)
+    else:
+        status = stub.Submit(claims_pb2.SubmitRequest(claim_id=claim, tenant=sys.argv[7], estimate_uj=10**6),
+                             timeout=30)
+print(status.claim_id, status.state)
+"""
+
+
+def timed(command: list[str], env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    done = subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          timeout=120)
+    took = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed ({done.returncode}): {done.stderr.strip()[-500:]}")
+    return took
+
+
+def line(label: str, runs: list[float], floor: list[float] | None = None, floor_label: str = "") -> str:
+    median = statistics.median(runs)
+    text = f"  {label:<44} median {median * 1000:7.1f} ms  least {min(runs) * 1000:7.1f} ms"
+    if floor:
+        text += f"   {median / statistics.median(floor):.2f} × {floor_label}"
+    return text
+
+
+def squeue_peer(rounds: int, slurm: bool, workdir: Path) -> tuple[list[float] | None, str]:
+    """`squeue -j ID` against a running slurmctld: one started here with --slurm, else any that answers."""
+    if shutil.which("squeue") is None:
+        return None, "squeue is not on PATH"
+    cluster, env = None, dict(os.environ)
+    if slurm:
+        sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "slurm"))
+        import cluster as slurm_cluster   # tests/slurm/cluster.py
+        why = slurm_cluster.missing()
+        if why:
+            return None, f"no Slurm cluster: {why}"
+        cluster = slurm_cluster.Cluster(workdir / "slurm")
+        cluster.write()
+        cluster.start()
+        env.update(cluster.env())
+    try:
+        submitted = subprocess.run(["sbatch", "--hold", "--parsable", "--wrap", "true"], env=env,
+                                   capture_output=True, text=True, timeout=60)
+        if submitted.returncode != 0:
+            return None, "no slurmctld answers here (--slurm starts one, as root)"
+        job = submitted.stdout.strip().split(";")[0]
+        return [timed(["squeue", "-j", job], env) for _ in range(rounds)], "squeue -j ID (measured)"
+    finally:
+        if cluster is not None:
+            cluster.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=9, help="runs of each command (default 9)")
+    parser.add_argument("--slurm", action="store_true", help="start tests/slurm/cluster.py for the squeue peer")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="pool-bench-cli-", dir=os.environ.get("BENCH_DIR")) as tmp:
+        workdir = Path(tmp)
+        pki = Pki(workdir / "pki", hosts=0)
+        floor_client = workdir / "floor_client.py"
+        floor_client.write_text(FLOOR_CLIENT)
+        with scheduler(workdir, pki=pki) as (address, _pid):
+            ca, cert, key = (str(pki.dir / name) for name in ("ca.pem", "operator.pem", "operator.key"))
+            env = {**os.environ, "POOL_SCHEDULER": address, "POOL_CA": ca, "POOL_CERT": cert, "POOL_KEY": key,
+                   "PYTHONPATH": str(Path(__file__).parents[1])}
+            env.pop("POOL_CONTEXT", None)
+            env["POOL_CONFIG"] = str(workdir / "no-config.toml")
+            python, poolctl, tenant = sys.executable, str(BIN / "poolctl"), TENANTS[0]
+            timed([python, str(floor_client), address, ca, cert, key, "submit", "bench-0", tenant], env)
+            counter = itertools.count(1)
+            commands = {
+                "python -c pass": lambda: [python, "-c", "pass"],
+                "poolctl --help": lambda: [poolctl, "--help"],
+                "poolctl --version": lambda: [poolctl, "--version"],
+                "floor: Get": lambda: [python, str(floor_client), address, ca, cert, key, "get", "bench-0"],
+                "poolctl claims ID": lambda: [poolctl, "claims", "bench-0"],
+                "floor: Submit": lambda: [python, str(floor_client), address, ca, cert, key, "submit",
+                                          f"bench-{next(counter)}", tenant],
+                "poolctl submit": lambda: [poolctl, "submit", "--tenant", tenant, "--estimate-uj", "1000000",
+                                           f"bench-{next(counter)}"],
+            }
+            if shutil.which("sbatch") and subprocess.run(["sbatch", "--version"], capture_output=True).returncode == 0:
+                commands["sbatch --version"] = lambda: ["sbatch", "--version"]   # it needs a slurm.conf here
+            runs: dict[str, list[float]] = {name: [] for name in commands}
+            for _ in range(args.rounds):   # in turns: load falls on every command alike
+                for name, command in commands.items():
+                    runs[name].append(timed(command(), env))
+        squeue, squeue_where = squeue_peer(args.rounds, args.slurm, workdir)
+
+    print(f"poolctl start-up, {args.rounds} runs each (a loaded shared machine: the ratios within this run count)")
+    print(line("python -c pass (the interpreter)", runs["python -c pass"]))
+    if "sbatch --version" in runs:
+        print(line("sbatch --version (peer)", runs["sbatch --version"]))
+    for name in ("poolctl --help", "poolctl --version"):
+        print(line(name, runs[name], runs["python -c pass"], "the interpreter"))
+    print(line("floor: python + grpc + stubs, one Get", runs["floor: Get"]))
+    print(line("poolctl claims ID", runs["poolctl claims ID"], runs["floor: Get"], "floor (target ≤ 1.3)"))
+    if squeue:
+        print(line(squeue_where, squeue))
+    else:
+        value, where = FLOORS["squeue -j ID"]
+        print(f"  {'squeue -j ID (recorded)':<44} {value * 1000:7.1f} ms   ({where}; {squeue_where})")
+    print(line("floor: python + grpc + stubs, one Submit", runs["floor: Submit"]))
+    print(line("poolctl submit", runs["poolctl submit"], runs["floor: Submit"], "floor (target ≤ 1.3)"))
+
+
+if __name__ == "__main__":
+    main()
