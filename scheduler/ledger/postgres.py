@@ -18,6 +18,7 @@ leader and its standbys (docs/OPERATIONS.md, "High availability").
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterator, Sequence
 
@@ -33,6 +34,8 @@ from scheduler.ledger.store import StoreError
 LOCK_CLASS = 0x506F6F6C   # "Pool": the advisory lock's high 32 bits; the low ones are the table's oid
 SCHEMA_VERSION = 1
 PAGE = 2000               # receipts per read query
+READ_AGAIN_S = 1.0        # a patient store's reads, while PostgreSQL does not answer, are tried this often
+log = logging.getLogger("pool.ledger")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS pool_receipts (
   seq bigint PRIMARY KEY CHECK (seq >= 0),
@@ -92,13 +95,19 @@ class PostgresStore:
     the lock (pool-scheduler puts its advertised address there); `lease_s` makes
     PostgreSQL end this session once it has been silent that long, releasing the
     lock of a leader that stopped (call `heartbeat` more often than that). A
-    `fenced` store appends only while its session holds the lock (`try_lead`)."""
+    `fenced` store appends only while its session holds the lock (`try_lead`).
+    A `patient` store's reads outlast PostgreSQL going away (a restart): each
+    is tried again every READ_AGAIN_S until it answers or the store is closed,
+    so a replay or a follow resumes where it was, having folded nothing twice;
+    `waiting` is true meanwhile."""
 
     def __init__(self, dsn: str, *, create: bool = False, application_name: str = "pool",
-                 lease_s: float | None = None, fenced: bool = False) -> None:
+                 lease_s: float | None = None, fenced: bool = False, patient: bool = False) -> None:
         self.dsn, self._app = dsn, application_name
         self._lock, self._read_lock = threading.Lock(), threading.Lock()
         self._reader: psycopg.Connection | None = None
+        self.patient, self.waiting = patient, False
+        self._closed = threading.Event()
         self.fenced, self.leading = fenced, False
         self._lease_ms = None if lease_s is None else max(1, int(lease_s * 1000))
         self._conn = self._session()
@@ -298,6 +307,7 @@ class PostgresStore:
                                                (kind,)).fetchone()[0])
 
     def close(self) -> None:
+        self._closed.set()   # first: a patient read waiting for PostgreSQL gives up now
         with self._lock:
             self._conn.close()
         with self._read_lock:
@@ -315,19 +325,47 @@ class PostgresStore:
 
     def _query(self, run):
         """On the read session; one that PostgreSQL dropped (a restart) is
-        opened again and the read tried once more (reads change nothing)."""
+        opened again and the read tried once more (reads change nothing). A
+        patient store goes on trying every READ_AGAIN_S while PostgreSQL cannot
+        be reached, saying so once, until it answers or the store is closed."""
+        while True:
+            if self._closed.is_set():
+                raise StoreError("the PostgreSQL ledger was closed while it was being read")
+            try:
+                answer = self._query_once(run)
+            except Unreachable as exc:
+                if not self.patient:
+                    raise
+                if not self.waiting:
+                    log.warning("%s; reading again every %g s until PostgreSQL answers", exc, READ_AGAIN_S)
+                    self.waiting = True
+                self._closed.wait(READ_AGAIN_S)
+                continue
+            if self.waiting:
+                log.warning("PostgreSQL answers reads again")
+                self.waiting = False
+            return answer
+
+    def _query_once(self, run):
         with self._read_lock:
             for attempt in (1, 2):
                 try:
                     if self._reader is None or self._reader.closed:
                         self._reader = self._connect()
                     return run(self._reader)
+                except StoreError as exc:   # cannot connect
+                    raise Unreachable(str(exc)) from None
                 except psycopg.Error as exc:
                     if self._reader is not None:
                         self._reader.close()
                     self._reader = None
                     if attempt == 2 or not isinstance(exc, psycopg.OperationalError):
-                        raise StoreError(f"PostgreSQL read failed: {_reason(exc)}") from None
+                        kind = Unreachable if isinstance(exc, psycopg.OperationalError) else StoreError
+                        raise kind(f"PostgreSQL read failed: {_reason(exc)}") from None
+
+
+class Unreachable(StoreError):
+    """PostgreSQL could not be reached for a read (down, restarting, cut off)."""
 
 
 def _reason(exc: psycopg.Error) -> str:

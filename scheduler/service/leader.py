@@ -50,10 +50,12 @@ class Leadership:
         self.store: PostgresStore | None = None
         self.leader: str | None = None      # the leader's advertised address, as last seen
         self.lost: asyncio.Task | None = None   # once leading: ends, with the reason, when the lease is lost
+        self.replayed_s = 0.0   # how long verifying and folding the ledger took (the first turn, and the tail)
 
     def refusal(self) -> Refused:
-        """What a standby answers: NOT_LEADER, with the leader's address when known."""
-        if self.leader:
+        """What a standby answers: NOT_LEADER, with the leader's address when
+        known (not while PostgreSQL does not answer: it cannot be vouched for)."""
+        if self.leader and not (self.store is not None and self.store.waiting):
             return Refused("NOT_LEADER", f"this scheduler is a standby; leader: {self.leader}",
                            ((LEADER_KEY, self.leader),))
         return Refused("NOT_LEADER", "this scheduler is a standby and no scheduler leads the ledger "
@@ -71,12 +73,16 @@ class Leadership:
             try:
                 store = self.store or await _run(self._open)
                 if steward is None and await _run(store.length):
+                    replaying = time.monotonic()
                     steward = await _run(open_steward, store)
+                    self.replayed_s = time.monotonic() - replaying
                 if await _run(store.try_lead):
                     self.lost = asyncio.create_task(self._keep())
+                    replaying = time.monotonic()
                     if steward is None:            # an empty ledger: this scheduler writes its genesis
                         steward = await _run(open_steward, store)
                     await _run(steward.follow)      # the tail nobody else can extend now
+                    self.replayed_s += time.monotonic() - replaying
                     self._metrics.ledger_length.set(steward.length)
                     log.info("leader of the ledger at %d receipts (standing by took %.1f s)",
                              steward.length, time.monotonic() - since)
@@ -106,8 +112,14 @@ class Leadership:
 
     def _open(self) -> PostgresStore:
         self.store = PostgresStore(self._dsn, create=True, application_name=APP_PREFIX + self.address,
-                                   lease_s=self.lease_s, fenced=True)
+                                   lease_s=self.lease_s, fenced=True, patient=True)
         return self.store
+
+    def close(self) -> None:
+        """Stopping while standing by: a read waiting for PostgreSQL (or a long
+        replay) in a worker thread gives up, so the process can exit."""
+        if self.store is not None:
+            self.store.close()
 
     def _drop(self) -> None:
         """After a failure as a standby: reconnect the write session next turn."""

@@ -54,6 +54,7 @@ TICK_S = 1.0             # how often the pending queue and the accounting period
 RECONNECT_GRACE_S = 30   # a host with no stream for this long (since start-up, or its last) is marked not live
 GC_THRESHOLD = 50_000   # allocations between young-generation collections (default 700)
 PROBE_EVERY_S = 1.0     # while the ledger's disk is full, how often a test write is tried
+WATCHDOG_EVERY_S = 5.0  # systemd's watchdog ping while standing by (the unit's WatchdogSec is 30 s)
 STEPPED_DOWN = 3        # exit status of a leader that lost the shared ledger (restarted, it stands by)
 # how long a leader that lost the ledger goes on refusing calls (NOT_LEADER, no leader named) before its
 # port closes: clients still sending here are told to go elsewhere rather than find nothing listening
@@ -89,16 +90,25 @@ class StartupError(Exception):
         self.exit_status = exit_status
 
 
+# the shortest interval between a client's keepalive pings the server accepts on a quiet connection
+# (it was 10 s: a client pinging every second during a Watch with nothing to say was cut off with
+# "Too many pings" after three). The client library pings every second, so that a frozen
+# scheduler is noticed within a lease and 2 s (docs/OPERATIONS.md, "High availability").
+CLIENT_PING_MIN_MS = 500
+
+
 def server_options(limits) -> list[tuple[str, int]]:
     """The gRPC server's stated limits ([limits], docs/OPERATIONS.md): message
-    size, streams per connection, idle connections closed, dead peers found."""
+    size, streams per connection, idle connections closed, dead peers found,
+    and clients' keepalive pings (every CLIENT_PING_MIN_MS at most) permitted."""
     return [("grpc.max_receive_message_length", limits.max_message_bytes),
             ("grpc.max_send_message_length", limits.max_message_bytes),
             ("grpc.max_concurrent_streams", limits.max_streams_per_connection),
             ("grpc.max_connection_idle_ms", limits.connection_idle_s * 1000),
             ("grpc.keepalive_time_ms", limits.keepalive_s * 1000),
             ("grpc.keepalive_timeout_ms", 20_000),
-            ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+            # (despite its name, gRPC's GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS: pings received)
+            ("grpc.http2.min_ping_interval_without_data_ms", CLIENT_PING_MIN_MS),
             ("grpc.keepalive_permit_without_calls", 1)]
 
 
@@ -137,13 +147,16 @@ def open_ledger(config: SchedulerConfig, engine: Engine, accept_loss: bool = Fal
     """Open, test-write, verify and replay the ledger: the SQLite file, or the
     shared `store` (PostgreSQL, service/leader.py). StoreFull (before anything
     is replayed) when the test write finds the disk full, for the caller to wait;
-    every other failure as a StartupError naming it."""
+    with a shared store, a StoreError that waiting may mend (PostgreSQL away)
+    as it is, for leader.py to try again; every other failure as a StartupError
+    naming it."""
     try:
         key = load_signing_key(config.ledger.steward_key)
     except KeyFileError as exc:
         hint = "" if config.ledger.steward_key.exists() else " (create one with `poolctl keygen`)"
         raise StartupError(f"steward key: {exc}{hint}") from None
     path = config.ledger.path if store is None else "in PostgreSQL"
+    shared = store is not None
     try:
         if store is None:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -163,10 +176,13 @@ def open_ledger(config: SchedulerConfig, engine: Engine, accept_loss: bool = Fal
         store.close()
         raise StartupError(f"LEDGER_INVALID: ledger {path} does not verify: {exc}") from None
     except StoreError as exc:
+        if shared and not exc.needs_operator:
+            raise   # PostgreSQL went away before anything was folded: leader.py tries again (reads wait)
         store.close()
         raise store_failed(exc) from None
     except BaseException:
-        store.close()
+        if not shared:
+            store.close()
         raise
 
 
@@ -258,22 +274,27 @@ class Scheduler:
             self.metrics.leader.set(0)
             self.engine.not_leader = self.leadership.refusal
             daemon.ready("standby: following the ledger")
+            # a replay or a read waiting for PostgreSQL runs in a thread: the loop tells systemd it lives
+            alive = asyncio.create_task(_watchdog())
             try:
                 steward = await self.leadership.acquire(
                     lambda store: open_ledger(self.config, self.engine, self.accept_ledger_loss, store))
             except StoreError as exc:
                 raise StartupError(f"no longer the leader of the ledger ({exc}): stepping down without writing",
                                    STEPPED_DOWN) from None
+            finally:
+                alive.cancel()
             self.engine.not_leader = None
-            started = time.monotonic()
         self.metrics.leader.set(1)
         self.engine.start(GroupCommitWriter(steward))
         tune_collector()
-        self.metrics.replay_seconds.set(time.monotonic() - started)
+        # a standby's replay was its first turn, long before it leads: the time it took then
+        replayed_s = time.monotonic() - started if self.leadership is None else self.leadership.replayed_s
+        self.metrics.replay_seconds.set(replayed_s)
         self.metrics.ledger_length.set(steward.length)
         log.info("ledger %s verified and replayed: %d receipts in %.2f s",
                  self.config.ledger.path if self.leadership is None else "in PostgreSQL",
-                 steward.length, time.monotonic() - started)
+                 steward.length, replayed_s)
         config_event = self.config.config_event()
         changed = self.engine.state.config_digest != config_event.digest
         try:   # deciding even with nothing new gives every pending claim its reason again
@@ -355,6 +376,12 @@ class Scheduler:
             self.engine.writer.steward.close()
 
 
+async def _watchdog() -> None:
+    while True:
+        daemon.watchdog()
+        await asyncio.sleep(WATCHDOG_EVERY_S)
+
+
 async def serve(config: SchedulerConfig, path: Path, accept_ledger_loss: bool = False) -> int:
     try:
         scheduler = Scheduler(config, accept_ledger_loss)
@@ -371,6 +398,8 @@ async def serve(config: SchedulerConfig, path: Path, accept_ledger_loss: bool = 
     await asyncio.wait({starting, stopped}, return_when=asyncio.FIRST_COMPLETED)
     if not starting.done():
         starting.cancel()
+        if scheduler.leadership is not None:
+            scheduler.leadership.close()   # a replay or a read waiting for PostgreSQL ends in its thread
         await scheduler.stop()
         return 0
     try:

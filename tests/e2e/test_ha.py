@@ -287,3 +287,33 @@ def test_targets_follow_the_hint_then_go_round_with_backoff():
     assert addresses(" a:1, b:2 ,") == ["a:1", "b:2"]
     with pytest.raises(ValueError):
         addresses(" , ")
+
+
+def test_postgresql_going_away_while_a_standby_replays_or_stands_by_never_makes_it_exit(cluster, own_postgres):
+    """A standby replaying the ledger when PostgreSQL restarts waits, NOT_SERVING,
+    and resumes the replay where it was (issue 22: it exited 1 every time); one
+    standing by while PostgreSQL is down names no leader, says so once, and
+    stops at once when told."""
+    dsn = pgcluster.fresh_schema(own_postgres.dsn)
+    a = cluster(dsn=dsn, name="a", lease_ms=2000)
+    claims = [f"r{i}" for i in range(8000)]   # pages of receipts: a replay of seconds, which the restart hits
+    for at in range(0, len(claims), 1000):
+        answer = a.claims.SubmitMany(claims_pb2.SubmitManyRequest(claims=[
+            claims_pb2.SubmitRequest(claim_id=c, tenant="alpha", estimate_uj=1) for c in claims[at:at + 1000]]),
+            timeout=60)
+        assert not any(r.HasField("refused") for r in answer.results)
+    b = cluster(dsn=dsn, name="b", lease_ms=2000, serving=False)   # replaying from here
+    own_postgres.restart()
+    assert a.process.wait(timeout=30) == 3
+    wait_for("the standby to take over", b.serving, timeout_s=120)
+    assert {c["claim_id"] for c in b.json("claims")["claims"]} >= set(claims)
+
+    c = cluster(dsn=dsn, name="c", lease_ms=2000, serving=False)
+    wait_for("the new standby to have replayed", lambda: names_leader(c), timeout_s=60)
+    own_postgres.stop()
+    assert b.process.wait(timeout=30) == 3          # the leader lost its lock: it steps down
+    wait_for("the standby to stop naming a leader", lambda: not names_leader(c), timeout_s=30)
+    assert c.process.poll() is None and c.health() == health_pb2.HealthCheckResponse.NOT_SERVING
+    stopping = time.monotonic()
+    assert c.stop() == 0 and time.monotonic() - stopping < 15
+    assert sum("PostgreSQL" in line for line in c.log().splitlines()) == 1, c.log()   # said once

@@ -10,7 +10,7 @@ import threading
 import grpc
 import pytest
 
-from protos.pool.v1 import agent_pb2, claims_pb2, ops_pb2, types_pb2
+from protos.pool.v1 import agent_pb2, claims_pb2, claims_pb2_grpc, ops_pb2, types_pb2
 
 from .conftest import J, wait_for
 
@@ -122,3 +122,21 @@ def test_every_mutating_call_sent_again_answers_as_the_first_and_records_nothing
     first, second = twice(s.as_principal("witness").ops.RecordWitness,
                           ops_pb2.RecordWitnessRequest(witness_receipt=statement))
     assert first == second and second.witnessed_length == info.length
+
+
+def test_a_client_pinging_every_second_keeps_an_idle_watch(cluster):
+    """The client library pings every second during a call, so that a frozen
+    scheduler is noticed within the lease and 2 s (issue 22); the server
+    permits it (grpc.http2.min_recv_ping_interval_without_data_ms) rather than
+    closing the connection with too_many_pings after three."""
+    s = cluster()
+    options = [("grpc.keepalive_time_ms", 1000), ("grpc.keepalive_timeout_ms", 2000),
+               ("grpc.http2.max_pings_without_data", 0)]   # ping on, however long the stream is quiet
+    pki = s.pki
+    channel = grpc.secure_channel(s.address, pki.credentials("operator"), options=options)
+    events = claims_pb2_grpc.ClaimsStub(channel).Watch(claims_pb2.WatchRequest(tenant="alpha"), timeout=30)
+    threading.Event().wait(6)   # idle: six pings with nothing else on the connection
+    s.claims.Submit(claims_pb2.SubmitRequest(claim_id="late", tenant="alpha", estimate_uj=J), timeout=10)
+    event = next(events)
+    assert event.status.claim_id == "late"
+    channel.close()
