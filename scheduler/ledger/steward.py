@@ -158,6 +158,12 @@ class Steward:
                 self._note_cosigned(next(self._store.read(at, at + 1)))
         return added
 
+    def since_checkpoint(self) -> int:
+        """Receipts after the last checkpoint receipt (all of them if there is
+        none): where a checkpoint cadence resumes, whichever process wrote it."""
+        at = self._store.latest(CHECKPOINT)
+        return self._length if at is None else self._length - (at + 1)
+
     def info(self) -> LedgerInfo:
         seen = self._witness
         return LedgerInfo(self.ledger_id, self._length, self._head, self._key.public.key_id,

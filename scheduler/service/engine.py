@@ -176,6 +176,9 @@ class Engine:
     def start(self, writer: GroupCommitWriter) -> None:
         """Replay is done: what it rebuilt is durable, and `writer` takes every change from here."""
         self.writer = writer
+        # counted from the ledger's last checkpoint, not from this process's start: when leaders
+        # change often none would reach checkpoint_every, and every start-up would replay it all
+        self._since_checkpoint = writer.steward.since_checkpoint()
         self.committed = self._view(writer.next_seq)
 
     def _view(self, length: int) -> Committed:
