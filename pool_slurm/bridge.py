@@ -50,10 +50,18 @@ class Bridge:
         self.attempts: dict[str, int] = {}    # job key -> the attempt its next claim takes
         self.unreachable_since: float | None = None
         self.reported: set[str] = set()
+        self.holds: list[str] = []
+        self.comments: dict[str, list[str]] = defaultdict(list)
 
     # -- one cycle -----------------------------------------------------------------
 
     def cycle(self) -> None:
+        try:
+            self._cycle()
+        finally:
+            self._flush()
+
+    def _cycle(self) -> None:
         slurm_jobs = [j for j in self.slurm.jobs() if governed(self.config, j)]
         try:
             claims = self.pool.open_claims(self.prefix)
@@ -110,23 +118,24 @@ class Bridge:
         admitted = [c for c in current if c.state == ADMITTED]
         if len(admitted) == want.nodes:
             nodes = [self.config.node(c.worker) for c in sorted(admitted, key=lambda c: c.claim_id)]
+            attempt = J.parse_claim_id(admitted[0].claim_id, self.config.cluster)[1]
             if job.required_nodes != ",".join(nodes) or job.held:
                 self.slurm.pin(job.key, nodes)
-                self._comment(job, f"pool:claim={admitted[0].claim_id} admitted on {','.join(nodes)}")
+                self.slurm.admin_comment(job.key, J.admitted_comment(attempt, nodes))
                 if job.held:
                     self.slurm.release(job.key)
             return
         waiting = next(c for c in sorted(current, key=lambda c: c.claim_id) if c.state != ADMITTED)
-        text = J.pending_comment(current[0].claim_id, types_pb2.Reason.Name(waiting.reason), waiting.queue_position)
+        attempt = J.parse_claim_id(waiting.claim_id, self.config.cluster)[1]
+        text = J.pending_comment(attempt, types_pb2.Reason.Name(waiting.reason))
         if not job.held:
             self._hold(job)
             text = "held again by Pool (released without an admitted claim); " + text
         self._comment(job, text)
 
     def _next_attempt(self, job: J.Job) -> int:
-        last = J.claim_in_comment(job.admin_comment)
-        parsed = J.parse_claim_id(last, self.config.cluster) if last else None
-        attempt = parsed[1] + 1 if parsed and parsed[0] == job.key else 0
+        last = J.attempt_in_comment(job.admin_comment, self.config.cluster, job.key)
+        attempt = last + 1 if last is not None else 0
         return max(attempt, self.attempts.get(job.key, 0))
 
     def _requests(self, job: J.Job, want: J.Ask, attempt: int) -> list[claims_pb2.SubmitRequest]:
@@ -158,8 +167,7 @@ class Bridge:
                     self.attempts[job.key] = parsed[1] + 1
                 else:
                     status = mine[0].status
-                    self._comment(job, J.pending_comment(requests[0].claim_id, types_pb2.Reason.Name(status.reason),
-                                                         status.queue_position))
+                    self._comment(job, J.pending_comment(parsed[1], types_pb2.Reason.Name(status.reason)))
             except SlurmError as exc:
                 log.warning("job %s: %s", job.key, exc)
 
@@ -171,7 +179,8 @@ class Bridge:
             return
         if time.monotonic() - self.acted.get(job.key, -1e9) < 5:
             return   # already requeued or cancelled: Slurm is taking it down
-        last = J.claim_in_comment(job.admin_comment)
+        attempt = J.attempt_in_comment(job.admin_comment, self.config.cluster, job.key)
+        last = J.claim_ids(self.config.cluster, job.key, attempt, job.node_count)[0] if attempt is not None else None
         ended = self.pool.get(last) if last else None
         if ended is not None and ended.state in ENDED_BY_POOL:
             how = types_pb2.ClaimState.Name(ended.state)
@@ -215,11 +224,29 @@ class Bridge:
 
     def _hold(self, job: J.Job) -> None:
         if not job.held:
-            self.slurm.hold(job.key)
+            self.holds.append(job.key)
 
     def _comment(self, job: J.Job, text: str) -> None:
         if job.admin_comment != text:
-            self.slurm.admin_comment(job.key, text)
+            self.comments[text].append(job.key)
+
+    def _flush(self) -> None:
+        """Holds and AdminComments of this cycle, many jobs per scontrol call: what keeps a cycle
+        over a 1,000-task array to a few commands instead of one per task."""
+        holds, comments = self.holds, self.comments
+        self.holds, self.comments = [], defaultdict(list)
+        for keys, act in [(holds, self.slurm.hold)] + [(keys, lambda k, t=text: self.slurm.admin_comment(k, t))
+                                                         for text, keys in comments.items()]:
+            for i in range(0, len(keys), 200):
+                chunk = keys[i:i + 200]
+                try:
+                    act(",".join(chunk))
+                except SlurmError:
+                    for key in chunk:   # one finished job fails a list: the others one by one
+                        try:
+                            act(key)
+                        except SlurmError as exc:
+                            log.warning("job %s: %s", key, exc)
 
     def _unreachable(self, slurm_jobs: list[J.Job], exc: PoolError) -> None:
         now = time.monotonic()

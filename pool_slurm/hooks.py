@@ -20,18 +20,11 @@ import sys
 log = logging.getLogger("pool_slurm.hooks")
 
 
-def _members(claim_id: str, nodes: int) -> list[str]:
-    base, dot, member = claim_id.rpartition(".n")
-    if dot and member.isdecimal():
-        return [f"{base}.n{i}" for i in range(nodes)]
-    return [claim_id]
-
-
-def _claims_for(pool, config, key: str, hint: str | None, nodes: int) -> list:
-    """The job's open claims: those its AdminComment names, else any open claim of its key."""
+def _claims_for(pool, config, key: str, attempt: int | None, nodes: int) -> list:
+    """The job's open claims: those of the attempt its AdminComment names, else any open claim of its key."""
     from pool_slurm import jobs as J
-    if hint:
-        found = [pool.get(c) for c in _members(hint, nodes)]
+    if attempt is not None:
+        found = [pool.get(c) for c in J.claim_ids(config.cluster, key, attempt, nodes)]
         if all(s is not None and s.state == 2 for s in found):   # ADMITTED
             return found
     attempts: dict[int, list] = {}
@@ -51,16 +44,16 @@ def prolog(config) -> int:
     from pool_slurm.pool import Pool, PoolError
     from pool_slurm.slurm import Slurm, SlurmError
     from pool_slurm import jobs as J
-    job_id = os.environ["SLURM_JOB_ID"]
+    key = job_id = _key()   # an array task by <array>_<task>: its array job's id names every task
     slurm = Slurm(config.env())
-    key = _key()
     try:
         detail = slurm.detail(job_id)
         if not any(detail.nodes.values()):
             return 0   # no GPUs on any node: not Pool's
         pool = Pool(config)
         try:
-            claims = _claims_for(pool, config, key, J.claim_in_comment(detail.admin_comment), len(detail.nodes))
+            attempt = J.attempt_in_comment(detail.admin_comment, config.cluster, key)
+            claims = _claims_for(pool, config, key, attempt, len(detail.nodes))
             where = {config.worker(n) for n in detail.nodes}
             admitted = [c for c in claims if c.state == 2]
             if claims and len(admitted) == len(claims) == len(detail.nodes) and {c.worker for c in admitted} == where:
@@ -105,17 +98,17 @@ def epilog(config) -> int:
     from pool_slurm.pool import Pool, PoolError
     from pool_slurm.slurm import Slurm, SlurmError
     from pool_slurm import jobs as J
-    job_id = os.environ["SLURM_JOB_ID"]
+    key = job_id = _key()
     slurm = Slurm(config.env())
     try:
         detail = slurm.detail(job_id)
-        hint = J.claim_in_comment(detail.admin_comment)
-        if not hint:
+        attempt = J.attempt_in_comment(detail.admin_comment, config.cluster, key)
+        if attempt is None:
             return 0
         nodes = int(os.environ.get("SLURM_JOB_NUM_NODES") or len(detail.nodes) or 1)
         pool = Pool(config)
         try:
-            statuses = [pool.get(c) for c in _members(hint, nodes)]
+            statuses = [pool.get(c) for c in J.claim_ids(config.cluster, key, attempt, nodes)]
             statuses = [s for s in statuses if s is not None]
             # only what ran is released here: a claim still pending (a start the prolog refused) stays queued
             statuses = [(pool.release(s.claim_id) or pool.get(s.claim_id)) if s.state == 2 else s for s in statuses]
@@ -148,7 +141,7 @@ def main(config_path=None) -> int:
         if context == "prolog_slurmctld":   # fail closed: no config, no start
             from pool_slurm.slurm import Slurm
             try:
-                Slurm({**os.environ}).requeue_hold(os.environ["SLURM_JOB_ID"])
+                Slurm({**os.environ}).requeue_hold(_key())
                 return 0
             except Exception:
                 return 1

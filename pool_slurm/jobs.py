@@ -244,10 +244,15 @@ REASON_TEXT = {
 }
 
 
-def pending_comment(claim_id: str, reason: str, position: int = 0) -> str:
+def pending_comment(attempt: int, reason: str) -> str:
+    """What a waiting job shows. The same for every job waiting for the same reason at the same
+    attempt, so the bridge writes it to many jobs in one scontrol call (an array of 1,000)."""
     text = REASON_TEXT.get(reason, reason.lower().replace("_", " "))
-    where = f" queue={position}" if position else ""
-    return f"pool:claim={claim_id} pending={reason}{where} ({text})"
+    return f"pool:attempt={attempt} pending={reason} ({text})"
+
+
+def admitted_comment(attempt: int, nodes: list[str]) -> str:
+    return f"pool:attempt={attempt} admitted on {','.join(nodes)}"
 
 
 def problem_comment(problem: Problem) -> str:
@@ -264,6 +269,19 @@ _COMMENT_CLAIM = re.compile(r"pool:claim=(\S+)")
 def claim_in_comment(admin_comment: str) -> str | None:
     m = _COMMENT_CLAIM.search(admin_comment or "")
     return m.group(1) if m else None
+
+
+_COMMENT_ATTEMPT = re.compile(r"pool:attempt=([0-9]+)")
+
+
+def attempt_in_comment(admin_comment: str, cluster: str, key: str) -> int | None:
+    """The attempt a job's AdminComment names (pool:attempt=N, or the attempt of pool:claim=ID)."""
+    m = _COMMENT_ATTEMPT.search(admin_comment or "")
+    if m:
+        return int(m.group(1))
+    claim = claim_in_comment(admin_comment)
+    parsed = parse_claim_id(claim, cluster) if claim else None
+    return parsed[1] if parsed and parsed[0] == key else None
 
 
 _COMMENT_ENERGY = re.compile(r"energy_uj=([0-9]+)")

@@ -63,7 +63,9 @@ def test_a_job_that_cannot_become_a_claim_says_what_to_fix():
 def test_comments_carry_the_claim_and_its_energy():
     text = J.energy_comment("slurm.c.7.0", "RELEASED", 6_000_000, "HW_SHUNT", 2)
     assert J.claim_in_comment(text) == "slurm.c.7.0" and J.energy_in_comment(text) == 6_000_000
-    assert J.claim_in_comment(J.pending_comment("slurm.c.7.1", "ENERGY_SURPLUS", 3)) == "slurm.c.7.1"
+    assert J.attempt_in_comment(J.pending_comment(1, "ENERGY_SURPLUS"), "c", "7") == 1
+    assert J.attempt_in_comment(text, "c", "7") == 0 and J.attempt_in_comment(text, "c", "8") is None
+    assert J.attempt_in_comment("held again by Pool; " + J.admitted_comment(2, ["node1"]), "c", "7") == 2
     assert J.worst_grade(["HW_SHUNT", "MODEL_BASED"]) == "MODEL_BASED" and J.worst_grade([]) == "UNSPECIFIED"
 
 

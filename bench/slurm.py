@@ -1,0 +1,248 @@
+"""Pool's gate on a real Slurm 22.05 (issue 20), in one run on one cluster
+(tests/slurm/cluster.py: munged, slurmctld, two slurmd with 8 fake GPUs each),
+with a pool-scheduler whose workers are the two nodes and the pool-slurm
+bridge polling every 100 ms:
+
+  job start latency on an idle cluster, p50/p99, interleaved: partition `gpu`
+      (governed: held at submission, claim, admission, pin, release, prolog)
+      beside partition `open` (the same nodes, not governed: Slurm alone)
+      (target: the gate adds <= 300 ms at p50);
+  a 1,000-task array held at submission: seconds from sbatch until every task
+      has a claim in Pool, and until the first 16 (all the GPUs) run, beside
+      the same array in `open` reaching 16 running (target: <= 10 s to all
+      claims);
+  preemption: a higher-priority job makes Pool preempt a running one; ms from
+      the preemption's receipt (the victim claim's ended_ns) until Slurm shows
+      the victim job requeued (no longer RUNNING), p50/p99 (target p99 <= 2 s).
+
+It skips (exit 0, saying why) without Slurm, munge or root. On a shared
+2-core machine the figures are loaded; the ratios within one run are what
+count.
+
+Usage: .venv/bin/python bench/slurm.py [--jobs N] [--rounds N] [--array N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "slurm"))
+sys.path.insert(0, str(ROOT))
+import cluster as slurm_cluster   # noqa: E402  (tests/slurm/cluster.py)
+
+TREE = """
+[[tenants]]
+name = "root"
+guarantee_uj = 1_000_000_000_000_000
+guarantee_mdev = 16000
+
+[[tenants]]
+name = "alpha"
+parent = "root"
+guarantee_uj = 1_000_000_000_000_000
+guarantee_mdev = 16000
+"""
+
+
+def _load(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+class Bench:
+    def __init__(self, workdir: Path) -> None:
+        e2e = _load("pool_e2e_conftest", ROOT / "tests" / "e2e" / "conftest.py")
+        harness = _load("pool_slurm_conftest", ROOT / "tests" / "slurm" / "conftest.py")
+        self.dir = workdir
+        self.scheduler = e2e.Scheduler(workdir, TREE, hosts=("node1", "node2")).start()
+        for node in ("node1", "node2"):
+            self.scheduler.register(node, gpus=8)
+        where = slurm_cluster.scratch()
+        config = harness.bridge_config(workdir, self.scheduler, where)
+        config.write_text(config.read_text().replace("poll_ms = 200", "poll_ms = 100"))
+        hook = where / "pool-slurm-hook"
+        hook.write_text(f"#!/bin/sh\nPOOL_SLURM_CONFIG={config} exec {harness.BIN / 'pool-slurm'} "
+                        f">>{workdir / 'hooks.log'} 2>&1\n")
+        hook.chmod(0o755)
+        from pool_slurm.main import job_submit_lua
+        self.cluster = slurm_cluster.Cluster(where).write(prolog=str(hook), epilog=str(hook),
+                                                          job_submit=job_submit_lua(["gpu"]))
+        self.g = harness.Governed(self.scheduler, self.cluster, workdir, config)
+        self.cluster.start()
+        self.g.start_bridge()
+        self.out = workdir / "out"
+        self.out.mkdir()
+
+    def close(self) -> None:
+        self.g.stop_bridge()
+        self.cluster.remove()
+        self.scheduler.stop()
+
+    def sbatch(self, *args: str) -> str:
+        done = subprocess.run(["sbatch", "--parsable", "--account=acctA", f"--output={self.out}/%j.log", *args],
+                              capture_output=True, text=True, env=self.cluster.env(), check=True)
+        return done.stdout.strip().split(";")[0]
+
+    def squeue(self) -> dict[str, str]:
+        done = subprocess.run(["squeue", "-h", "-r", "-o", "%i %T"], capture_output=True, text=True,
+                              env=self.cluster.env())
+        return dict(line.split() for line in done.stdout.splitlines() if line.strip())
+
+    def idle(self, timeout: float = 120) -> None:
+        """No job left in Slurm and no open claim in Pool."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            from protos.pool.v1 import claims_pb2, types_pb2
+            open_ = self.scheduler.claims.List(claims_pb2.ListClaimsRequest(
+                states=[types_pb2.PENDING, types_pb2.ADMITTED], page_size=1), timeout=10).claims
+            if not self.squeue() and not open_:
+                return
+            time.sleep(0.1)
+        raise RuntimeError("the cluster did not empty")
+
+    def diagnose(self) -> str:
+        shown = subprocess.run(["scontrol", "show", "job"], capture_output=True, text=True, env=self.cluster.env())
+        logs = [(self.dir / name).read_text()[-1500:] for name in ("bridge.log", "hooks.log")
+                if (self.dir / name).exists()]
+        return "\n".join([shown.stdout[-3000:], *logs])
+
+    # -- 1: start latency -------------------------------------------------------------
+
+    def latency(self, jobs: int) -> dict[str, list[float]]:
+        out: dict[str, list[float]] = {"open": [], "gpu": []}
+        for i in range(jobs):
+            for partition in (("open", "gpu") if i % 2 == 0 else ("gpu", "open")):
+                mark = self.out / f"start-{partition}-{i}"
+                t0 = time.time_ns()
+                self.sbatch(f"--partition={partition}", "--gres=gpu:1", "--comment=pool:estimate=1kJ",
+                            "--wrap", f"date +%s%N > {mark}.tmp && mv {mark}.tmp {mark}")
+                deadline = time.monotonic() + 60
+                while not mark.exists():
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"job in {partition} did not start: {self.diagnose()}")
+                    time.sleep(0.005)
+                out[partition].append((int(mark.read_text()) - t0) / 1e6)
+                self.idle()
+        return out
+
+    # -- 2: a 1,000-task array --------------------------------------------------------------
+
+    def array(self, tasks: int) -> dict[str, float]:
+        from protos.pool.v1 import claims_pb2
+        figures = {}
+        t0 = time.monotonic()
+        job = self.sbatch("--partition=gpu", f"--array=0-{tasks - 1}", "--gres=gpu:1",
+                          "--comment=pool:estimate=1kJ", "--wrap", "sleep 600")
+        prefix = f"slurm.pooltest.{job}_"
+        while "claims" not in figures or "running" not in figures:
+            if time.monotonic() - t0 > 120:
+                states = list(self.squeue().values())
+                raise RuntimeError(f"array not through in 120 s: {figures} "
+                                   f"{ {x: states.count(x) for x in set(states)} } {self.diagnose()}")
+            if "claims" not in figures:
+                count, token = 0, ""
+                while True:
+                    page = self.scheduler.claims.List(claims_pb2.ListClaimsRequest(page_token=token), timeout=30)
+                    count += sum(c.claim_id.startswith(prefix) for c in page.claims)
+                    token = page.next_page_token
+                    if not token:
+                        break
+                if count >= tasks:
+                    figures["claims"] = time.monotonic() - t0
+            if "running" not in figures and sum(s == "RUNNING" for s in self.squeue().values()) >= 16:
+                figures["running"] = time.monotonic() - t0
+            time.sleep(0.05)
+        subprocess.run(["scancel", job], env=self.cluster.env(), check=True)
+        self.idle()
+        t0 = time.monotonic()
+        job = self.sbatch("--partition=open", f"--array=0-{tasks - 1}", "--gres=gpu:1", "--wrap", "sleep 600")
+        while sum(s == "RUNNING" for s in self.squeue().values()) < 16:
+            if time.monotonic() - t0 > 120:
+                raise RuntimeError("open array not running in 120 s")
+            time.sleep(0.05)
+        figures["open_running"] = time.monotonic() - t0
+        subprocess.run(["scancel", job], env=self.cluster.env(), check=True)
+        self.idle()
+        return figures
+
+    # -- 3: preemption -> requeue ------------------------------------------------------------
+
+    def preemption(self, rounds: int) -> list[float]:
+        from protos.pool.v1 import types_pb2
+        out = []
+        for _ in range(rounds):
+            low = [self.sbatch("--partition=gpu", "--gres=gpu:8", "--comment=pool:estimate=1kJ", "--wrap", "sleep 600")
+                   for _ in range(2)]
+            deadline = time.monotonic() + 60
+            while any(self.squeue().get(j) != "RUNNING" for j in low):
+                if time.monotonic() > deadline:
+                    raise RuntimeError("low jobs did not start")
+                time.sleep(0.05)
+            high = self.sbatch("--partition=gpu", "--gres=gpu:8", "--comment=pool:estimate=1kJ pool:priority=5",
+                               "--wrap", "sleep 600")
+            gone: dict[str, int] = {}
+            deadline = time.monotonic() + 60
+            while not gone:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("no victim requeued")
+                states = self.squeue()
+                now = time.time_ns()
+                gone.update({j: now for j in low if states.get(j) != "RUNNING"})
+                time.sleep(0.01)
+            [victim] = list(gone)
+            claims = self.g.claims(victim)
+            preempted = [c for c in claims if c.state == types_pb2.PREEMPTED]
+            out.append((gone[victim] - preempted[0].ended_ns) / 1e6)
+            subprocess.run(["scancel", *low, high], env=self.cluster.env(), check=True)
+            self.idle()
+        return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=10, help="start-latency jobs per partition")
+    parser.add_argument("--array", type=int, default=1000, help="tasks in the held array")
+    parser.add_argument("--rounds", type=int, default=5, help="preemption rounds")
+    args = parser.parse_args()
+    problem = slurm_cluster.missing()
+    if problem:
+        print(f"bench/slurm.py skipped: {problem}")
+        return 0
+    bench = Bench(Path(tempfile.mkdtemp(prefix="pool-bench-slurm-")))
+    try:
+        lat = bench.latency(args.jobs)
+        p50 = {k: statistics.median(v) for k, v in lat.items()}
+        print(f"start latency, idle cluster, {args.jobs} jobs each (ms): "
+              f"gated p50 {p50['gpu']:.0f} p99 {pct(lat['gpu'], 0.99):.0f}; "
+              f"Slurm alone p50 {p50['open']:.0f} p99 {pct(lat['open'], 0.99):.0f}; "
+              f"the gate adds {p50['gpu'] - p50['open']:+.0f} ms at p50 (target <= 300)")
+        arr = bench.array(args.array)
+        print(f"{args.array}-task array: every task a claim in Pool {arr['claims']:.1f} s after sbatch "
+              f"(target <= 10 s); 16 running (all GPUs) {arr['running']:.1f} s; "
+              f"Slurm alone, 16 running {arr['open_running']:.1f} s")
+        pre = bench.preemption(args.rounds)
+        print(f"preemption -> victim requeued, {args.rounds} rounds (ms): p50 {statistics.median(pre):.0f} "
+              f"p99 {pct(pre, 0.99):.0f} (target p99 <= 2000)")
+    finally:
+        bench.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
