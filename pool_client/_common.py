@@ -93,7 +93,10 @@ def channel_options(connect_timeout_s: float) -> tuple[tuple[str, Any], ...]:
     reconnection backoff kept short, so a scheduler back after a restart is
     reached within a second."""
     connect_ms = max(100, int(connect_timeout_s * 1000))
+    # grpc core 1.85 gives up an unanswered ping after grpc.http2.ping_timeout_ms (default one
+    # minute), whatever keepalive_timeout_ms says: both are set, to the same bound.
     return (("grpc.keepalive_time_ms", KEEPALIVE_MS), ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
+            ("grpc.http2.ping_timeout_ms", KEEPALIVE_TIMEOUT_MS),
             ("grpc.min_reconnect_backoff_ms", connect_ms), ("grpc.initial_reconnect_backoff_ms", 100),
             ("grpc.max_reconnect_backoff_ms", 1_000), ("grpc.enable_retries", 0))
 

@@ -136,3 +136,67 @@ def test_every_rpc_of_claims_and_ops_is_a_method_of_both_clients():
     for rpc in calls.RPCS:
         assert callable(getattr(sync.Client, rpc.method)) and callable(getattr(aio.Client, rpc.method))
         assert rpc.resend in ("yes", "no", "with claim_ids")
+
+
+class _Failed(Exception):
+    """A stand-in for a grpc.RpcError, as the library reads one."""
+
+    def __init__(self, status, details, metadata=()):
+        self._status, self._details, self._metadata = status, details, metadata
+
+    def code(self):
+        return self._status
+
+    def details(self):
+        return self._details
+
+    def trailing_metadata(self):
+        return self._metadata
+
+
+def test_what_counts_as_not_sent_unknown_or_answered():
+    import grpc
+    from pool_client.failover import Sent, sent
+    U = grpc.StatusCode.UNAVAILABLE
+    assert sent(_Failed(U, "NOT_LEADER: this scheduler is a standby; leader: a:1")) is Sent.NOT_SENT
+    assert sent(_Failed(U, "NOT_READY: replaying")) is Sent.NOT_SENT
+    assert sent(_Failed(U, "failed to connect to all addresses; last error: Connection refused")) is Sent.NOT_SENT
+    assert sent(_Failed(U, "SHUTTING_DOWN: this scheduler is stopping and did nothing with this call; …")) \
+        is Sent.NOT_SENT
+    assert sent(_Failed(U, "SHUTTING_DOWN: this scheduler stopped before this call's outcome was known")) \
+        is Sent.UNKNOWN
+    assert sent(_Failed(U, "LEDGER_UNAVAILABLE: the append failed")) is Sent.UNKNOWN
+    assert sent(_Failed(U, "Socket closed")) is Sent.UNKNOWN
+    assert sent(_Failed(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")) is Sent.UNKNOWN
+    assert sent(_Failed(grpc.StatusCode.CANCELLED, "Cancelled")) is Sent.UNKNOWN
+    assert sent(_Failed(grpc.StatusCode.NOT_FOUND, "UNKNOWN_CLAIM: no claim 'x'")) is Sent.ANSWERED
+    error = errors.from_rpc_error(_Failed(U, "LEDGER_UNAVAILABLE: x"), unknown=True)
+    assert isinstance(error, errors.LedgerUnavailable) and isinstance(error, errors.OutcomeUnknown)
+    limited = errors.from_rpc_error(_Failed(grpc.StatusCode.RESOURCE_EXHAUSTED, "RATE_LIMITED: slow down",
+                                            (("pool-retry-after-ms", "250"),)))
+    assert isinstance(limited, errors.RateLimited) and limited.retry_after == 0.25
+
+
+from hypothesis import given, strategies as st  # noqa: E402
+
+
+@given(st.lists(st.sampled_from(["a:1", "b:1", "c:1"]), min_size=1, max_size=3, unique=True),
+       st.lists(st.none() | st.sampled_from(["a:1", "b:1", "c:1", "d:1"]), max_size=30))
+def test_targets_follow_a_hint_at_once_and_visit_every_address(listed, hints):
+    import grpc
+    from pool_client.failover import Targets
+    targets = Targets(listed)
+    for hint in hints:
+        metadata = (("pool-leader", hint),) if hint else ()
+        before = targets.current
+        wait = targets.failed(_Failed(grpc.StatusCode.UNAVAILABLE, "NOT_LEADER: x", metadata))
+        assert 0 <= wait <= 1.0                      # backoff is capped
+        if hint and hint != before:
+            assert targets.current == hint and wait == 0
+        assert targets.current in targets.addresses
+    targets.succeeded()
+    seen = {targets.current}
+    for _ in range(len(targets.addresses) - 1):      # without hints, every address comes round in turn
+        targets.failed(None)
+        seen.add(targets.current)
+    assert seen == set(targets.addresses)
