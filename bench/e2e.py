@@ -60,8 +60,7 @@ from scheduler.ledger import keys
 from scheduler.ledger.sqlite import SqliteStore
 from scheduler.ledger.steward import Steward
 from scheduler.ledger.writer import GroupCommitWriter
-from scheduler.service.convert import batch_columns
-from scheduler.service.observed import WINDOWS, windows_body
+from scheduler.service.windows.batch import WINDOWS, batch_columns, windows_body
 
 BIN = Path(sys.executable).parent
 TENANTS = [f"team{i}" for i in range(4)]

@@ -50,7 +50,7 @@ from scheduler.ledger.steward import Steward, prepare
 from scheduler.service import config as configuration
 from scheduler.service.convert import worker_from
 from scheduler.service.engine import Engine
-from scheduler.service.observed import WINDOWS, Windows, windows_body
+from scheduler.service.windows.batch import WINDOWS, Windows, windows_body
 
 ADMITTED = types_pb2.ClaimState.Value("ADMITTED")
 HOST = "bench-0"

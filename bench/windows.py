@@ -14,7 +14,7 @@ raw append CPU / ingest CPU, is what bench/e2e's ratio would be if gRPC cost
 nothing:
 
   parse            AgentMessage.FromString (gRPC's deserializer)
-  columns          convert.batch_columns: protobuf messages -> the body's columns
+  columns          batch_columns: protobuf messages -> the body's columns
   rules            agents._checked: the evidence rules (evidence.py)
   body             window_body.prepared: normal form and size, from the columns
   fold             Observed.fold and the kernel's Metered
@@ -50,11 +50,12 @@ from scheduler.ledger.fold import Fold   # noqa: E402
 from scheduler.ledger.sqlite import SqliteStore   # noqa: E402
 from scheduler.ledger.steward import Steward, prepare   # noqa: E402
 from scheduler.ledger.writer import GroupCommitWriter   # noqa: E402
-from scheduler.service import config as configuration, convert, window_body   # noqa: E402
+from scheduler.service import config as configuration, convert   # noqa: E402
+from scheduler.service.windows import window_body   # noqa: E402
+from scheduler.service.windows.batch import WINDOWS, batch_columns, windows_body   # noqa: E402
 from scheduler.service.agents import AgentServicer   # noqa: E402
 from scheduler.service.engine import Engine   # noqa: E402
 from scheduler.service.metrics import SchedulerMetrics   # noqa: E402
-from scheduler.service.observed import WINDOWS, windows_body   # noqa: E402
 
 BATCH, BATCHES = 1_000, 20
 
@@ -93,14 +94,14 @@ async def measure(workdir: Path, claims: int, rounds: int) -> dict[str, float]:
     agents._opened[host] = time.time_ns()
     raw = e2e._batch(host, 1, BATCH, time.time_ns() - 86_400 * 10**9)
     fresh = [agent_pb2.AgentMessage.FromString(raw).batch for _ in range(rounds * BATCHES)]
-    windows, versions = convert.batch_columns(fresh[0])
+    windows, versions = batch_columns(fresh[0])
     body = windows_body(host, windows)
     item = window_body.prepared(body, time.time_ns(), "bench", wire=True)
     key = keys.generate()
     taken = iter(fresh)   # columns are read from messages never read before, as a stream's are
     stages = {
         "parse": best(rounds, lambda i: agent_pb2.AgentMessage.FromString(raw)),
-        "columns": best(rounds, lambda i: convert.batch_columns(next(taken))),
+        "columns": best(rounds, lambda i: batch_columns(next(taken))),
         "rules": best(rounds, lambda i: agents._checked(host, windows, versions)),
         "body": best(rounds, lambda i: window_body.prepared(body, 1, "bench", wire=True)),
         "fold": best(rounds, lambda i: engine.observed.fold(engine.state, host, windows, 1)),

@@ -19,6 +19,6 @@ from .queue import decide
 from .schedule import Decision, PendingReasons, period_roll, schedule
 from .snapshot import (Claim, ClaimSpec, ClassStats, ClusterState, Device, DeviceShare, IdlePolicy, Resources,
                        Tenant, Threshold, Worker, WorkClass)
-from .transitions import EventError, apply, rebuild
+from .transitions import EventError, apply, counted, fresh, rebuild
 from .tree import TenantTree, TreeError, load_tree
 from .views import TenantView, WorkerView, tenants, workers

@@ -165,8 +165,21 @@ def _refused(state: ClusterState, e: ClaimRefused) -> ClusterState:
                           **_without_pending(state, claim))
 
 
+def counted(state: ClusterState, worker_id: str) -> int:
+    """The highest window seq counted for a host (0: none yet)."""
+    return state.acked.get(worker_id, 0)
+
+
+def fresh(state: ClusterState, worker_id: str, window_seq: int) -> bool:
+    """A window is counted once: one at or below the host's counted seq is a
+    resend and changes nothing. The one statement of the rule: the metering
+    transition below, and the service's evidence door and windows fold
+    (through `counted`, a batch at a time), all ask it."""
+    return window_seq > counted(state, worker_id)
+
+
 def _metered(state: ClusterState, e: Metered) -> ClusterState:
-    if e.window_seq <= state.acked.get(e.worker_id, 0):
+    if not fresh(state, e.worker_id, e.window_seq):
         return state  # a resend: already counted
     claims, usage = state.claims, state.usage
     for delta in e.deltas:

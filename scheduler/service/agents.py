@@ -3,9 +3,10 @@ up and acknowledgements and occupancy down.
 
 A window is counted once: the kernel keeps, per host, the highest window seq
 counted (in the ledger, so it survives restarts), and a resend at or below it
-changes nothing. Every new window goes through the evidence rules
-(evidence.py) first; a batch with a bad one is refused whole and leaves no
-receipt. An Ack is sent only once the windows' receipt is durable.
+changes nothing. Every batch goes through the evidence door
+(windows/evidence.py) first, which keeps its new windows; a batch with a bad
+one is refused whole and leaves no receipt. An Ack is sent only once the
+windows' receipt is durable.
 
 A host streams on one stream at a time: a second stream for a host that is
 live on one is refused (HOST_STREAMING), so it cannot take the host over or
@@ -27,16 +28,18 @@ import grpc
 
 from protos.energy import MDEV_PER_DEVICE
 from protos.pool.v1 import agent_pb2, agent_pb2_grpc, types_pb2
-from scheduler.kernel import ClaimState, ClusterState, Worker, WorkerLiveness, WorkerRegistered
+from scheduler.kernel import ClaimState, ClusterState, Worker, WorkerLiveness, WorkerRegistered, counted
 from scheduler.kernel.limits import MAX_DEVICES, MAX_GPU_TYPE_CHARS, NAME, NAME_RULE
-from scheduler.service import convert, evidence
+from scheduler.service import convert
+from scheduler.service.windows import evidence
 from scheduler.service.config import SchedulerConfig
 from scheduler.service.engine import Change, Engine, LedgerFailed
 from scheduler.ledger.receipts import ReceiptTooLarge
 from scheduler.service.errors import Refused, abort, guarded, not_ready, too_large
 from scheduler.service.limits import Admission, RateLimiter
 from scheduler.service.metrics import SchedulerMetrics
-from scheduler.service.observed import CPU_PREFIX, occupants
+from scheduler.service.windows.batch import CPU_PREFIX, Windows, batch_columns
+from scheduler.service.windows.occupancy import occupants
 from scheduler.service.principal import caller
 
 log = logging.getLogger("pool.scheduler.agents")
@@ -198,9 +201,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                     if message.WhichOneof("body") != "batch":
                         continue
                     size = len(message.batch.windows)
-                    if size > self.limits.max_windows_per_batch:
-                        raise Refused("TOO_LARGE", f"a batch of {size} windows is over the "
-                                                   f"{self.limits.max_windows_per_batch} allowed (limits.max_windows_per_batch)")
+                    evidence.sized(size, self.limits)
                     await outbox.reserve(size)
                     while (wait := self._rates.wait_s(principal, size, time.monotonic())) > 0:
                         await asyncio.sleep(wait)
@@ -225,23 +226,21 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
     async def _count(self, host: str, batch: agent_pb2.WindowBatch) -> tuple[asyncio.Future | None, int, int]:
         """Check a batch and count its new windows: (durable, the seq to ack once
         it is, how many were new). A host not yet live becomes live first."""
-        windows, versions = convert.batch_columns(batch)
+        windows, versions = batch_columns(batch)
         fresh = self._checked(host, windows, versions)
         self.metrics.duplicate_windows.inc(len(windows.seq) - len(fresh.seq))
         if not fresh.seq:
-            return None, self.engine.state.acked.get(host, 0), 0
+            return None, counted(self.engine.state, host), 0
         if not self.engine.state.workers[host].live:
             await self._set_live(host, True)
             fresh = self._checked(host, windows, versions)
         durable = self.engine.record_windows(host, fresh, time.time_ns()) if fresh.seq else None
-        return durable, self.engine.state.acked.get(host, 0), len(fresh.seq)
+        return durable, counted(self.engine.state, host), len(fresh.seq)
 
-    def _checked(self, host: str, windows: evidence.Windows, versions: list[int]) -> evidence.Windows:
-        """The batch's new windows, once every rule passes."""
-        evidence.check_order(host, windows)
-        state, acked = self.engine.state, self.engine.state.acked.get(host, 0)
-        fresh = windows.since(acked)
-        versions = versions[len(windows.seq) - len(fresh.seq):]
+    def _checked(self, host: str, windows: Windows, versions: list[int]) -> Windows:
+        """The batch's new windows, once every rule passes (evidence.admit)."""
+        state = self.engine.state
+        acked = counted(state, host)
         meters = self.meters.get(host, [])
         current, opened = self.engine.occupancy_seq.get(host, 0), self._opened.get(host, 0)
         context = evidence.Context(
@@ -249,8 +248,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                                                            if m.kind == types_pb2.CPU_PACKAGE),
             acked, self.engine.observed.ends.get(host, {}), time.time_ns(), self.limits,
             lambda v: self.engine.occupancies.find(state, host, v, current, opened))
-        evidence.check(context, fresh, versions)
-        return fresh
+        return evidence.admit(context, windows, versions)[0]
 
     async def _acknowledge(self, pending: asyncio.Queue, outbox: Outbox) -> None:
         """Ack each counted batch once it is durable (those before it are then

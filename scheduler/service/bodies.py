@@ -16,7 +16,7 @@ from scheduler.kernel.events import EVENT_TYPES
 from scheduler.ledger.receipts import CHECKPOINT, Entry
 from scheduler.ledger.verify import Sequential
 from scheduler.service.engine import Engine
-from scheduler.service.observed import GAP_NAMES, GRADES, WINDOWS, Windows
+from scheduler.service.windows.batch import GAP_NAMES, GRADES, WINDOWS, Windows
 
 # each column's values; per window unless in _PER_SHARE. `gap` and `lost` are
 # optional (only in a batch with a gap). A column added to Windows later and

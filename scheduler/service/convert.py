@@ -3,16 +3,13 @@ with the wire enums, so an enum crosses as its integer."""
 
 from __future__ import annotations
 
-from itertools import chain
-from operator import attrgetter
-
 from protos.energy import MDEV_PER_DEVICE, GapReason, Grade
 from protos.pool.v1 import agent_pb2, claims_pb2, ops_pb2, types_pb2
 from scheduler.kernel import (Claim, ClaimSpec, ClaimVerdict, Device, Estimate, Explanation, Placement,
                               PreemptionPlan, Reason, Resources, TenantView, Tier, Worker, WorkerView, tier)
 from scheduler.service.config import WorkerOverride
 from scheduler.service.errors import Refused
-from scheduler.service.observed import GAP_NAMES, GapRecord, SplitRow, WireWindows
+from scheduler.service.windows.projections import GapRecord, SplitRow
 
 
 def known(enum, value: int, field: str) -> int:
@@ -89,38 +86,6 @@ def capacity(worker: Worker) -> types_pb2.Capacity:
     return types_pb2.Capacity(resources=resources(worker.capacity), max_concurrency=worker.max_concurrency)
 
 
-_GRADE_NAMES = {int(g): g.name for g in Grade}   # a wire value outside these becomes None
-
-
-def batch_columns(batch: agent_pb2.WindowBatch) -> tuple[WireWindows, list[int]]:
-    """A batch straight into the body's columns, a field at a time at C speed
-    (no object per window), and beside them each window's occupancy version
-    (checked, not recorded: the shares it produced are). Unchecked: see
-    evidence.py."""
-    windows = list(batch.windows)   # one wrapper per message: each pass over the field would make new ones
-    shares = _column(windows, "shares")
-    flat = list(chain.from_iterable(shares))
-    uj = _column(windows, "uj")
-    if 0 in uj:   # an unset figure reads 0: ask only then
-        uj = [u if u or w.HasField("uj") else None for u, w in zip(uj, windows)]
-    gap = lost = None
-    reasons = _column(windows, "gap_reason")
-    if None in uj or any(reasons):   # the gap columns exist only in a batch with a gap (or a bad window)
-        gap, lost = list(map(GAP_NAMES.get, reasons)), _column(windows, "lost_windows")
-    return (WireWindows(_column(windows, "device_id"), _column(windows, "seq"), _column(windows, "start_ns"),
-                        _column(windows, "end_ns"), uj, _grades(windows), list(map(len, shares)),
-                        _column(flat, "occupant"), _column(flat, "uj"), _grades(flat), gap, lost),
-            _column(windows, "occupancy_version"))
-
-
-def _column(messages: list, field: str) -> list:
-    return list(map(attrgetter(field), messages))
-
-
-def _grades(messages: list) -> list[str | None]:
-    return list(map(_GRADE_NAMES.get, _column(messages, "grade")))
-
-
 # -- operations ---------------------------------------------------------------
 
 def tenant_node(v: TenantView) -> ops_pb2.TenantNode:
@@ -167,7 +132,7 @@ def explanation(e: Explanation) -> ops_pb2.Explanation:
 
 def split_row(r: SplitRow) -> ops_pb2.SplitRow:
     return ops_pb2.SplitRow(tenant=r.tenant, claim_id=r.claim_id, worker=r.worker, device_id=r.device_id,
-                            start_ns=r.start_ns, end_ns=r.end_ns, uj=r.uj, grade=grade(r.grade))
+                            start_ns=r.start_ns, end_ns=r.end_ns, uj=r.uj, grade=grade(Grade[r.grade]))
 
 
 def gap(g: GapRecord) -> ops_pb2.Gap:

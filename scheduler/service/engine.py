@@ -28,12 +28,13 @@ from scheduler.ledger.dcbor import DcborError
 from scheduler.ledger.receipts import Entry, check_size
 from scheduler.ledger.steward import Prepared, prepare
 from scheduler.ledger.writer import GroupCommitWriter
-from scheduler.service import window_body
+from scheduler.service.windows import window_body
 from scheduler.service.committed import Committed
 from scheduler.service.encoded import EncodedClaims
 from scheduler.service.principal import caller
-from scheduler.service.occupancies import Occupancies
-from scheduler.service.observed import WINDOWS, Observed, Windows, WireWindows, windows_body, windows_from_body
+from scheduler.service.windows.occupancy import Occupancies
+from scheduler.service.windows.batch import WINDOWS, Windows, WireWindows, windows_body, windows_from_body
+from scheduler.service.windows.projections import Observed
 
 log = logging.getLogger("pool.scheduler")
 

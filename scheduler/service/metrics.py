@@ -20,7 +20,7 @@ from prometheus_client.registry import Collector
 from protos.energy import NS_PER_S
 from scheduler.kernel import ClaimAdmitted, ClaimRefused, ClaimVerdict, ClusterState, Event, IdleVerdict, Reason
 from scheduler.kernel.events import Settled
-from scheduler.service.observed import Observed
+from scheduler.service.windows.projections import Observed
 
 WAIT_BUCKETS_S = (0.01, 0.1, 1, 10, 60, 300, 1800, 3600, 6 * 3600, 86400)
 

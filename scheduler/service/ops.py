@@ -95,8 +95,8 @@ class OperationsServicer(ops_pb2_grpc.OperationsServicer):
         totals: dict[str, Total] = defaultdict(Total)
         devices: dict[tuple[str, str], Total] = defaultdict(Total)
         for _, row in observed.splits(*selection):
-            totals[row.tenant].measured(row.uj, row.grade)
-            devices[row.worker, row.device_id].measured(row.uj, row.grade)
+            totals[row.tenant].measured(row.uj, Grade[row.grade])
+            devices[row.worker, row.device_id].measured(row.uj, Grade[row.grade])
         for g in observed.gaps(*selection):
             span = g.end_ns - g.start_ns
             for tenant in (g.tenants if tenants is None else g.tenants & tenants):

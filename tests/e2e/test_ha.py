@@ -21,7 +21,7 @@ from protos.pool.v1 import claims_pb2, claims_pb2_grpc, types_pb2
 from scheduler.ctl.failover import FailoverChannel
 from scheduler.ledger.stores import open_store
 from scheduler.ledger.verify import verify
-from scheduler.service.observed import WINDOWS, windows_from_body
+from scheduler.service.windows.batch import WINDOWS, windows_from_body
 
 import pgcluster
 

@@ -16,11 +16,12 @@ import pytest
 
 from protos.pool.v1 import agent_pb2, ops_pb2, types_pb2
 from scheduler.kernel import ClusterState
-from scheduler.service import convert, evidence
+from scheduler.service import convert
+from scheduler.service.windows import evidence
 from scheduler.service.config import Limits
-from scheduler.service.convert import batch_columns
-from scheduler.service.observed import Observed
-from scheduler.service.occupancies import Issued
+from scheduler.service.windows.batch import batch_columns
+from scheduler.service.windows.projections import Observed
+from scheduler.service.windows.occupancy import Issued
 
 from .conftest import free_port, wait_for
 
@@ -175,7 +176,8 @@ def test_a_refused_gap_passes_the_evidence_rules_and_is_reported_as_gap_refused(
 
 def test_every_wire_gap_reason_has_a_name_in_the_body_and_maps_back_to_itself():
     from protos.energy import GapReason
-    from scheduler.service.observed import GAP_NAMES, GapRecord
+    from scheduler.service.windows.batch import GAP_NAMES
+    from scheduler.service.windows.projections import GapRecord
     wire = {v.number: v.name for v in types_pb2.GapReason.DESCRIPTOR.values if v.number}
     assert {int(r) for r in GapReason} == set(wire)   # the agent's enum is the wire's, GAP_REFUSED included
     for number, name in wire.items():

@@ -17,7 +17,7 @@ from scheduler.ledger.receipts import CHECKPOINT
 from scheduler.ledger.sqlite import SqliteStore
 from scheduler.ledger.verify import verify
 from scheduler.service import bodies as scheduler_bodies
-from scheduler.service.observed import WINDOWS, windows_from_body
+from scheduler.service.windows.batch import WINDOWS, windows_from_body
 
 from .conftest import BIN, J, wait_for
 

@@ -24,7 +24,8 @@ from scheduler.ledger.sqlite import SqliteStore
 from scheduler.ledger.steward import Steward
 from scheduler.ledger.writer import GroupCommitWriter
 from scheduler.service.engine import Engine
-from scheduler.service.observed import Holders, Windows, occupants
+from scheduler.service.windows.batch import Windows
+from scheduler.service.windows.occupancy import Holders, occupants
 
 KEY = keys.generate()
 TREE = (Tenant("root", guarantee_uj=10_000, guarantee_mdev=4000),

@@ -12,13 +12,13 @@ from hypothesis import strategies as st
 
 from protos.energy import NS_PER_S
 from protos.pool.v1 import types_pb2
-from scheduler.service import evidence
-from scheduler.service.columns import Derived, previous_plainly, sums_plainly
+from scheduler.service.windows import evidence
+from scheduler.service.windows.columns import Derived, previous_plainly, sums_plainly
 from scheduler.service.config import Limits
 from scheduler.service.errors import Refused
-from scheduler.service.occupancies import Issued
-from scheduler.service.observed import CPU_PREFIX, Windows
-from scheduler.service.splits_held import device_weights, expected_shares, shares_hold
+from scheduler.service.windows.occupancy import Issued
+from scheduler.service.windows.batch import CPU_PREFIX, Windows
+from scheduler.service.windows.splits_held import device_weights, expected_shares, shares_hold
 
 NOW = 1_000 * NS_PER_S
 METERS = [types_pb2.DeviceMeter(device_id="GPU-0", kind=types_pb2.GPU, device_type="NVIDIA H200"),

@@ -1,4 +1,4 @@
-"""Occupancy versions (service/occupancies.py): recording keeps references,
+"""Occupancy versions (service/windows/occupancy.py): recording keeps references,
 not copies, and the weights made later are those of the state recorded;
 `sent` walks back from the newest version, tested against the plain rule
 ("every older version not yet superseded is superseded now")."""
@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from scheduler import kernel
 from scheduler.kernel import ClaimSpec, ConfigApplied, Device, Resources, Tenant, Worker, WorkerRegistered
-from scheduler.service.occupancies import Occupancies, issued
+from scheduler.service.windows.occupancy import Occupancies, issued
 
 HOST = "w1"
 WORKER = Worker(HOST, cpu_millis=8000, memory_mb=1 << 20, disk_mb=1 << 20,

@@ -13,9 +13,8 @@ from protos.pool.v1 import agent_pb2, types_pb2
 from scheduler.ledger import dcbor
 from scheduler.ledger.receipts import ReceiptTooLarge, check_size
 from scheduler.ledger.steward import prepare
-from scheduler.service import window_body
-from scheduler.service.convert import batch_columns
-from scheduler.service.observed import TEXT, WINDOWS, Windows, WireWindows, windows_body
+from scheduler.service.windows import window_body
+from scheduler.service.windows.batch import TEXT, WINDOWS, Windows, WireWindows, batch_columns, windows_body
 
 U64 = (1 << 64) - 1
 HOSTILE = st.one_of(st.sampled_from([-(1 << 64) - 1, 1 << 64, 1 << 70, True, False, "\ud800", "é", 0.5]),

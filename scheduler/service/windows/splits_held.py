@@ -25,8 +25,8 @@ from collections.abc import Callable, Mapping
 from itertools import accumulate
 
 from protos.energy import NS_PER_S, UNALLOCATED, Grade, split
-from scheduler.service.occupancies import Issued
-from scheduler.service.observed import CPU_PREFIX, Windows
+from scheduler.service.windows.occupancy import Issued
+from scheduler.service.windows.batch import CPU_PREFIX, Windows
 
 SOLE = {UNALLOCATED: 1}  # the weights of a device nobody occupies, or that the scheduler did not describe
 

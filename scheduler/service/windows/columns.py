@@ -18,7 +18,7 @@ from functools import cached_property
 from itertools import accumulate
 from operator import sub
 
-from scheduler.service.observed import Windows
+from scheduler.service.windows.batch import Windows
 
 
 class Derived:

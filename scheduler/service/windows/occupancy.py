@@ -1,4 +1,5 @@
-"""The occupancy versions the scheduler issued to each host, and when each
+"""Who occupies what: the one home of a host's occupancy (RULES §2), and the
+occupancy versions the scheduler issued to each host, and when each
 was superseded, so that a window's shares can be checked against the
 occupancy its agent split it by (evidence.py).
 
@@ -18,11 +19,57 @@ from dataclasses import dataclass
 
 from protos.energy import MDEV_PER_DEVICE, with_unallocated
 from scheduler.kernel import Claim, ClusterState, Worker
-from scheduler.service.observed import CPU_PREFIX, held_by, occupants
+from scheduler.service.windows.batch import CPU_PREFIX
 
 # occupancy versions remembered per host: a busy host changes occupancy with every admission
 # and release, and an agent's spooled windows may name a version from before a failover
 HISTORY = 4096
+
+
+def occupants(state: ClusterState, host: str) -> dict[str, dict[str, int]]:
+    """Admitted claims on a host by what they occupy, with their weights: each
+    GPU by device id (milli-devices), and under CPU_PREFIX every claim with
+    reserved CPU (cpu_millis; it shares each CPU package of the host). The
+    one home of a host's occupancy: what is sent to agents, what windows are
+    checked against (evidence.py) and who observes a window (projections.py)."""
+    return held_by(state.claims, state.loads[host].active if host in state.loads else ())
+
+
+def held_by(claims: Mapping[str, Claim], active: Iterable[str]) -> dict[str, dict[str, int]]:
+    """occupants, of the admitted claims `active` (ids in `claims`): a recorded
+    occupancy version keeps just these two, and its weights are made from them
+    only when a window names it (occupancies.py)."""
+    by_device: dict[str, dict[str, int]] = {}
+    for claim_id in active:
+        claim = claims[claim_id]
+        for share in claim.devices:
+            by_device.setdefault(share.device_id, {})[claim_id] = share.mdev
+        if claim.spec.resources.cpu_millis:
+            by_device.setdefault(CPU_PREFIX, {})[claim_id] = claim.spec.resources.cpu_millis
+    return by_device
+
+
+class Holders:
+    """`occupants(state, host)`, kept per host while the host's open claims
+    are the same: the same `WorkerLoad.active` tuple (a state's loads are
+    immutable, and an admitted claim's devices and CPU are fixed until it is
+    settled, which makes a new tuple). A host with thousands of open claims
+    otherwise walks them all for every batch its agent sends. The answers are
+    shared: read them, never change them. tests/service/test_engine.py checks
+    them against `occupants` through random submissions, releases and windows."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, tuple[tuple[str, ...], dict[str, dict[str, int]]]] = {}
+
+    def __call__(self, state: ClusterState, host: str) -> dict[str, dict[str, int]]:
+        load = state.loads.get(host)
+        active = load.active if load is not None else ()
+        known = self._known.get(host)
+        if known is not None and known[0] is active:
+            return known[1]
+        held = occupants(state, host)
+        self._known[host] = (active, held)
+        return held
 
 
 def capacities(worker: Worker) -> dict[str, int]:
@@ -44,7 +91,7 @@ class Issued:
 def issued(state: ClusterState, host: str, version: int,
            holders: Callable[[ClusterState, str], Mapping[str, Mapping[str, int]]] = occupants) -> Issued:
     """`version` as the host's state makes it now (`holders`: occupants, or a
-    cache of it, observed.Holders)."""
+    cache of it, Holders)."""
     return Issued(version, weights(state.workers[host], holders(state, host)))
 
 
@@ -89,7 +136,7 @@ class Occupancies:
 
     def __init__(self, holders: Callable[[ClusterState, str], Mapping[str, Mapping[str, int]]] = occupants) -> None:
         self._by_host: dict[str, deque[Recorded]] = {}
-        self._holders = holders   # occupants, or a cache of it (observed.Holders), for the current version
+        self._holders = holders   # occupants, or a cache of it (Holders), for the current version
 
     def record(self, state: ClusterState, hosts: Iterable[str], version: int) -> None:
         """`hosts` changed occupancy at receipt `version` (state: right after it)."""

@@ -4,9 +4,14 @@ it against what it knows").
 
 Rule 1, after h11: every check of a window lives in this file, as data
 (`_rules`, in the order a window's first failure is reported), and every
-batch goes through one door, `check`. A batch with any bad window is refused
-whole, naming the earliest bad window and its first broken rule; nothing of
-it is recorded.
+batch goes through one door, `admit`: its seqs in order, then only its new
+windows (above the host's counted seq, the kernel's own rule
+`kernel.counted`/`kernel.fresh`: a window is counted once), then the rules.
+A batch with any bad window is refused whole, naming the earliest bad window
+and its first broken rule; nothing of it is recorded. One rule is judged
+earlier, as the batch arrives and before flow control reads its windows in:
+its size (`sized`, limits.max_windows_per_batch). What the ledger needs of
+a body (item types, integer range, size) is window_body.py's.
 
 Each rule is written plainly, for one window (`Rule.broken`), and comes with
 a test over whole columns (`Rule.holds`) that passes a good batch without a
@@ -22,7 +27,7 @@ device's previous end) are columns.py's.
 What the rules read, and where it comes from:
 
 - the host's registered devices and their types (its last Register);
-- the host's counted seq (the kernel's `acked`, durable) and each device's
+- the host's counted seq (`kernel.counted`, durable) and each device's
   last counted end (`Observed.ends`, rebuilt by replay and kept in
   checkpoints), so a restart keeps both;
 - the occupancies the scheduler recorded for the host (`Occupancies`, one
@@ -47,12 +52,12 @@ from protos.energy import NS_PER_S
 from protos.pool.v1 import types_pb2
 from protos.refusals import window_seq_metadata
 from scheduler.kernel.limits import NAME
-from scheduler.service.columns import Derived
+from scheduler.service.windows.columns import Derived
 from scheduler.service.config import Limits
 from scheduler.service.errors import Refused
-from scheduler.service.occupancies import HISTORY, Issued
-from scheduler.service.observed import CPU_PREFIX, Windows
-from scheduler.service.splits_held import device_weights, expected_shares, shares_hold
+from scheduler.service.windows.occupancy import HISTORY, Issued
+from scheduler.service.windows.batch import CPU_PREFIX, Windows
+from scheduler.service.windows.splits_held import device_weights, expected_shares, shares_hold
 
 _SHOWN = 4               # shares quoted in a refusal
 
@@ -65,7 +70,7 @@ class Context(NamedTuple):
     host: str
     device_types: Mapping[str, str]   # registered device id -> its type ("cpu" for a CPU package)
     packages: frozenset[str]          # the registered CPU packages (their occupancy is CPU_PREFIX's)
-    acked: int                        # the highest seq counted for the host
+    acked: int                        # the host's counted seq (kernel.counted)
     ends: Mapping[str, int]           # device id -> end_ns of its last counted window
     now_ns: int
     limits: Limits
@@ -85,6 +90,25 @@ class Rule(NamedTuple):
     broken: Callable[[int], bool]
     says: Callable[[int], str]
     holds: Callable[[], bool]
+
+
+def sized(windows: int, limits: Limits) -> None:
+    """A batch holds at most limits.max_windows_per_batch windows (TOO_LARGE):
+    judged on the message's window count as it arrives."""
+    if windows > limits.max_windows_per_batch:
+        raise Refused("TOO_LARGE", f"a batch of {windows} windows is over the "
+                                   f"{limits.max_windows_per_batch} allowed (limits.max_windows_per_batch)")
+
+
+def admit(ctx: Context, windows: Windows, versions: list[int]) -> tuple[Windows, list[int]]:
+    """The door: the batch's new windows (above `ctx.acked`, the host's
+    counted seq) and their occupancy versions, once every rule passes; else
+    INVALID_WINDOW (Refused) and nothing of the batch counts."""
+    check_order(ctx.host, windows)
+    fresh = windows.since(ctx.acked)
+    versions = versions[len(windows.seq) - len(fresh.seq):]
+    check(ctx, fresh, versions)
+    return fresh, versions
 
 
 def check(ctx: Context, windows: Windows, versions: list[int]) -> None:

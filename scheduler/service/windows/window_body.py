@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 from scheduler.ledger import dcbor
 from scheduler.ledger.receipts import check_size
 from scheduler.ledger.steward import Prepared, prepare
-from scheduler.service.observed import TEXT, WINDOWS
+from scheduler.service.windows.batch import TEXT, WINDOWS
 
 _INT_MIN, _INT_LIMIT = -(1 << 64), 1 << 64   # CBOR's integers (dcbor)
 _PLAIN = frozenset({int, str, type(None)})   # items dcbor.normalize returns as they are
