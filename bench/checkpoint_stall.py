@@ -32,6 +32,7 @@ from scheduler.ledger import dcbor, keys
 from scheduler.ledger.steward import CHUNK_BYTES, Steward
 from scheduler.ledger.sqlite import SqliteStore
 from scheduler.service.engine import Engine
+from scheduler.service.state import ServiceState, compact
 from scheduler.service.main import tune_collector
 
 TENANTS = [f"team{i}" for i in range(4)]
@@ -63,7 +64,7 @@ def admitted(state: kernel.ClusterState, claims: int, prefix: str) -> kernel.Clu
 def on_loop(engine: Engine, steward: Steward) -> float:
     """Seconds of what _checkpoint does before it hands the receipts to the writer."""
     start = time.perf_counter()
-    engine.compact(engine)
+    engine._latest = compact(engine._latest)
     steward.prepare_checkpoint(engine.snapshot())
     return time.perf_counter() - start
 
@@ -72,7 +73,7 @@ def plain(engine: Engine) -> float:
     """The same with every claim encoded again (checkpoint.claims_body)."""
     kept, engine._encoded = engine._encoded, checkpoint.claims_body   # the engine's snapshot, claims encoded plainly
     start = time.perf_counter()
-    engine.compact(engine)
+    engine._latest = compact(engine._latest)
     data = dcbor.encode(engine.snapshot(), limit=None)
     engine._encoded = kept
     [data[at:at + CHUNK_BYTES] for at in range(0, len(data), CHUNK_BYTES)]
@@ -90,10 +91,10 @@ def main() -> None:
     steward = Steward.open(SqliteStore(Path(scratch.name) / "ledger.sqlite", create=True), keys.generate())
     for claims in (10_000,) if args.quick else (10_000, 100_000):
         engine = Engine(0)
-        engine.state = cluster(claims)
+        engine._latest = ServiceState(cluster(claims))
         reference = plain(engine)
         first = on_loop(engine, steward)
-        engine.state = admitted(engine.state, 1_000, "more")
+        engine._latest = ServiceState(admitted(engine._latest.kernel, 1_000, "more"))
         reference_next = plain(engine)
         following = on_loop(engine, steward)
         line(f"checkpoint on the loop, {claims:,} claims, first after start-up", f"{first * 1000:,.0f} ms",

@@ -39,7 +39,6 @@ def servicer(directory: str):
     """A ClaimsServicer on a fresh ledger with bench/e2e.py's tree and four 8-GPU hosts."""
     from scheduler.kernel import ConfigApplied, Device, Tenant, Worker, WorkerRegistered
     from scheduler.ledger import keys
-    from scheduler.ledger.fold import Fold
     from scheduler.ledger.sqlite import SqliteStore
     from scheduler.ledger.steward import Steward
     from scheduler.ledger.writer import GroupCommitWriter
@@ -53,7 +52,7 @@ def servicer(directory: str):
                            devices=tuple(Device(f"GPU-{h}-{g}", "NVIDIA H200") for g in range(8))) for h in range(4))
     engine = Engine(1000, 10_000)
     steward = Steward.open(SqliteStore(Path(directory) / "ledger.sqlite", create=True), keys.generate(),
-                           Fold(engine.replay_entry, engine, restore=engine.restore, compact=engine.compact))
+                           engine.ledger_fold())
     engine.start(GroupCommitWriter(steward))
     engine.ready = True
     claims = ClaimsServicer(engine, Limits(submits_per_s=0, max_open_claims_per_tenant=0))

@@ -50,6 +50,7 @@ from scheduler.ledger.steward import Steward, prepare
 from scheduler.service import config as configuration
 from scheduler.service.convert import worker_from
 from scheduler.service.engine import Engine
+from scheduler.service.state import ServiceState
 from scheduler.service.windows.batch import WINDOWS, Windows, windows_body
 
 ADMITTED = types_pb2.ClaimState.Value("ADMITTED")
@@ -72,6 +73,7 @@ class Builder:
         self.steward = Steward.open(SqliteStore(config.ledger.path, create=True),
                                     load_signing_key(config.ledger.steward_key))
         self.engine = Engine(config.splits_retention)
+        self.service = ServiceState()   # what the engine has replayed
         self.state = kernel.ClusterState()   # ahead of the engine by what is not yet committed
         self.batch: list = []
         self.add([config.config_event()])
@@ -88,7 +90,7 @@ class Builder:
 
     def flush(self) -> None:
         for receipt in self.steward.commit(self.batch) if self.batch else ():
-            self.engine.replay_entry(self.engine, receipt.entry)
+            self.service = self.engine.replayed(self.service, receipt.entry)
         self.batch = []
 
     def submit(self, specs) -> None:

@@ -46,7 +46,6 @@ from protos.pool.v1 import agent_pb2   # noqa: E402
 from scheduler import kernel   # noqa: E402
 from scheduler.kernel import ClaimSpec, Resources, WorkerRegistered   # noqa: E402
 from scheduler.ledger import keys, receipts   # noqa: E402
-from scheduler.ledger.fold import Fold   # noqa: E402
 from scheduler.ledger.sqlite import SqliteStore   # noqa: E402
 from scheduler.ledger.steward import Steward, prepare   # noqa: E402
 from scheduler.ledger.writer import GroupCommitWriter   # noqa: E402
@@ -78,7 +77,7 @@ async def measure(workdir: Path, claims: int, rounds: int) -> dict[str, float]:
     config = configuration.load(workdir / "scheduler.toml")
     engine = Engine(config.splits_retention)
     steward = Steward.open(SqliteStore(workdir / "ledger.sqlite", create=True), keys.generate(),
-                           Fold(engine.replay_entry, engine, restore=engine.restore, compact=engine.compact))
+                           engine.ledger_fold())
     engine.start(GroupCommitWriter(steward))
     engine.ready = True
     agents = AgentServicer(engine, config, SchedulerMetrics())
@@ -88,7 +87,7 @@ async def measure(workdir: Path, claims: int, rounds: int) -> dict[str, float]:
                         time.time_ns())
     await agents._set_live(host, True)
     for i in range(claims):
-        await engine.decide([kernel.submit(engine.state, ClaimSpec(f"c{i}", e2e.TENANTS[0],
+        await engine.decide(lambda latest: [kernel.submit(latest.kernel, ClaimSpec(f"c{i}", e2e.TENANTS[0],
                                                                     Resources(cpu_millis=1), estimate_uj=1))],
                             time.time_ns())
     agents._opened[host] = time.time_ns()
@@ -104,7 +103,7 @@ async def measure(workdir: Path, claims: int, rounds: int) -> dict[str, float]:
         "columns": best(rounds, lambda i: batch_columns(next(taken))),
         "rules": best(rounds, lambda i: agents._checked(host, windows, versions)),
         "body": best(rounds, lambda i: window_body.prepared(body, 1, "bench", wire=True)),
-        "fold": best(rounds, lambda i: engine.observed.fold(engine.state, host, windows, 1)),
+        "fold": best(rounds, lambda i: engine.observed.fold(engine.read().state, host, windows, 1)),
         "sign": best(rounds, lambda i: receipts.make(key, 1, bytes(32), 1, WINDOWS, item.body, "bench")),
         "peer prepare": best(rounds, lambda i: prepare(WINDOWS, body, 1)),
         "peer append": best(rounds, lambda i: steward.append(WINDOWS, body, 1)),   # prepare + sign + store, in CPU

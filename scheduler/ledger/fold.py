@@ -1,7 +1,11 @@
 """Replay: one fold from receipts to state, used live and at start-up.
 
-The caller's `apply(state, entry) -> state` must be pure: replaying a ledger
-then gives exactly the state the live process had after the same appends. The
+The caller's `apply(state, entry) -> state` must be pure in what it returns:
+the state is a function of the state and entry given, never of anything the
+caller kept, so replaying a ledger gives exactly the state the live process
+had after the same appends. (The scheduler's apply, `Engine.replayed`, is
+the pure `state.fold` and also feeds projections kept beside the state,
+split rows and the like, which the state never reads.) The
 ledger's own kinds (genesis, witness, checkpoint) are never passed to `apply`.
 """
 

@@ -22,6 +22,7 @@ import asyncio
 import logging
 import time
 from collections import deque
+from functools import partial
 from collections.abc import AsyncIterator
 
 import grpc
@@ -33,7 +34,7 @@ from scheduler.kernel.limits import MAX_DEVICES, MAX_GPU_TYPE_CHARS, NAME, NAME_
 from scheduler.service import convert
 from scheduler.service.windows import evidence
 from scheduler.service.config import SchedulerConfig
-from scheduler.service.engine import Change, Engine, LedgerFailed
+from scheduler.service.engine import Change, Counting, Engine, LedgerFailed
 from scheduler.ledger.receipts import ReceiptTooLarge
 from scheduler.service.errors import Refused, abort, guarded, not_ready, too_large
 from scheduler.service.limits import Admission, RateLimiter
@@ -41,6 +42,7 @@ from scheduler.service.metrics import SchedulerMetrics
 from scheduler.service.windows.batch import CPU_PREFIX, Windows, batch_columns
 from scheduler.service.windows.occupancy import occupants
 from scheduler.service.principal import caller
+from scheduler.service.state import ServiceState
 
 log = logging.getLogger("pool.scheduler.agents")
 IN_FLIGHT = 4   # counted batches a stream may have waiting for durability before it reads on
@@ -135,10 +137,8 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
     async def Register(self, request, context):
         _check_registration(request)
         worker = convert.worker_from(request, self.config.workers.get(request.host_id))
-        _check_devices_kept(self.engine.state, worker)
-        self.meters[request.host_id] = list(request.devices)
-        if self.engine.state.workers.get(request.host_id) != worker:
-            await self.engine.decide([WorkerRegistered(worker)], time.time_ns())
+        await self.engine.decide(lambda latest: _registered(latest.kernel, worker, request, self.meters),
+                                 time.time_ns())
         return agent_pb2.RegisterResponse(acked_seq=await self.engine.durable_acked(request.host_id),
                                           capacity=convert.capacity(worker))
 
@@ -173,7 +173,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         else:
             first = await anext(aiter(request_iterator), None)
             host = first.hello.host_id if first is not None and first.WhichOneof("body") == "hello" else ""
-            if host not in self.engine.committed.state.workers:
+            if host not in self.engine.read().state.workers:
                 error = Refused("UNREGISTERED_AGENT", f"host {host!r} has not registered; the first message "
                                                       "of a stream must be a Hello from a registered host")
             elif host in self._outboxes:
@@ -223,52 +223,52 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             acknowledging.cancel()
             outbox.finish()   # for an end `_acknowledge` did not reach
 
-    async def _count(self, host: str, batch: agent_pb2.WindowBatch) -> tuple[asyncio.Future | None, int, int]:
-        """Check a batch and count its new windows: (durable, the seq to ack once
-        it is, how many were new). A host not yet live becomes live first."""
+    async def _count(self, host: str, batch: agent_pb2.WindowBatch) -> Counting:
+        """Check a batch and count its new windows. A host not yet live becomes
+        live first."""
         windows, versions = batch_columns(batch)
-        fresh = self._checked(host, windows, versions)
-        self.metrics.duplicate_windows.inc(len(windows.seq) - len(fresh.seq))
-        if not fresh.seq:
-            return None, counted(self.engine.state, host), 0
-        if not self.engine.state.workers[host].live:
+        counting = self.engine.record_windows(host, partial(self._checked, host, windows, versions, False),
+                                              time.time_ns())
+        if counting is None:   # new windows from a host not yet live
             await self._set_live(host, True)
-            fresh = self._checked(host, windows, versions)
-        durable = self.engine.record_windows(host, fresh, time.time_ns()) if fresh.seq else None
-        return durable, counted(self.engine.state, host), len(fresh.seq)
+            counting = self.engine.record_windows(host, partial(self._checked, host, windows, versions, True),
+                                                  time.time_ns())
+        self.metrics.duplicate_windows.inc(len(windows.seq) - counting.windows)
+        return counting
 
-    def _checked(self, host: str, windows: Windows, versions: list[int]) -> Windows:
-        """The batch's new windows, once every rule passes (evidence.admit)."""
-        state = self.engine.state
-        acked = counted(state, host)
+    def _checked(self, host: str, windows: Windows, versions: list[int], live: bool, latest: ServiceState
+                 ) -> Windows | None:
+        """The batch's new windows on the latest state, once every rule passes
+        (evidence.admit); None if there are some and the host is not live
+        (unless `live`: it was just made live)."""
         meters = self.meters.get(host, [])
-        current, opened = self.engine.occupancy_seq.get(host, 0), self._opened.get(host, 0)
+        current, opened = latest.occupancy_seq.get(host, 0), self._opened.get(host, 0)
         context = evidence.Context(
             host, evidence.device_types(meters), frozenset(m.device_id for m in meters
                                                            if m.kind == types_pb2.CPU_PACKAGE),
-            acked, self.engine.observed.ends.get(host, {}), time.time_ns(), self.limits,
-            lambda v: self.engine.occupancies.find(state, host, v, current, opened))
-        return evidence.admit(context, windows, versions)[0]
+            counted(latest.kernel, host), latest.window_ends.get(host, {}), time.time_ns(), self.limits,
+            lambda v: self.engine.occupancies.find(latest.kernel, host, v, current, opened))
+        fresh = evidence.admit(context, windows, versions)[0]
+        return None if fresh.seq and not live and not latest.kernel.workers[host].live else fresh
 
     async def _acknowledge(self, pending: asyncio.Queue, outbox: Outbox) -> None:
         """Ack each counted batch once it is durable (those before it are then
         too), in order; then pass on how the stream ends."""
-        while isinstance(item := await pending.get(), tuple):
-            durable, acked, counted = item
-            if durable is not None:
+        while isinstance(item := await pending.get(), Counting):
+            if item.durable is not None:
                 try:
-                    await durable
+                    await item.durable
                 except LedgerFailed as error:
                     item = Refused("LEDGER_UNAVAILABLE", str(error))
                     break
-                self.metrics.windows.inc(counted)
-            outbox.acknowledge(acked, counted)
+                self.metrics.windows.inc(item.windows)
+            outbox.acknowledge(item.acked, item.windows)
         outbox.finish(item if isinstance(item, Refused) else True)
 
     async def _set_live(self, host: str, live: bool) -> None:
-        worker = self.engine.state.workers.get(host)
-        if worker is not None and worker.live != live and self.engine.failed is None:
-            await self.engine.decide([WorkerLiveness(host, live)], time.time_ns())
+        if self.engine.failed is None:
+            await self.engine.decide(lambda latest: [WorkerLiveness(host, live)] if (
+                (worker := latest.kernel.workers.get(host)) is not None and worker.live != live) else [], time.time_ns())
 
     def _push_occupancy(self, change: Change) -> None:
         """Note the hosts a commit changed; push each once per event-loop turn,
@@ -285,7 +285,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
     def _occupancy(self, host: str) -> agent_pb2.Occupancy:
         """As committed (an agent never splits energy for an admission a crash could
         take back); sending it supersedes the older versions (evidence.py)."""
-        committed = self.engine.committed
+        committed = self.engine.read()
         version = committed.occupancy_seq.get(host, 0)
         self.engine.occupancies.sent(host, version, time.time_ns())
         return occupancy(committed.state, host, self.meters.get(host, []), version)
@@ -320,6 +320,16 @@ def _check_registration(request: agent_pb2.RegisterRequest) -> None:
         for name, enum in (("kind", types_pb2.DeviceKind), ("meter", types_pb2.MeterKind),
                            ("grade", types_pb2.Grade)):
             convert.known(enum, getattr(device, name), f"devices[{i}].{name}")
+
+
+def _registered(latest: ClusterState, worker: Worker, request: agent_pb2.RegisterRequest,
+                meters: dict[str, list[types_pb2.DeviceMeter]]) -> list[WorkerRegistered]:
+    """Register's change on the latest state: none when the host is registered
+    as it is; else refused if it would drop a GPU an admitted claim holds.
+    The host's meters are kept either way."""
+    _check_devices_kept(latest, worker)
+    meters[request.host_id] = list(request.devices)
+    return [] if latest.workers.get(request.host_id) == worker else [WorkerRegistered(worker)]
 
 
 def _check_devices_kept(state: ClusterState, worker: Worker) -> None:

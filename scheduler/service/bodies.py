@@ -1,7 +1,7 @@
 """The shapes of the scheduler's own receipt bodies, for verify (`bodies=check`):
 each kind is judged by the decoder replay uses, so the check and the fold
 cannot disagree — kernel events by `event_from_body`, a checkpoint's state by
-`Engine.restore`, and `windows` column by column (docs/LEDGER.md, "The
+`state.restore`, and `windows` column by column (docs/LEDGER.md, "The
 scheduler's receipt kinds"). A kind the scheduler never writes is not judged
 here: the ledger format is open to other writers.
 """
@@ -15,7 +15,7 @@ from scheduler.kernel import event_from_body
 from scheduler.kernel.events import EVENT_TYPES
 from scheduler.ledger.receipts import CHECKPOINT, Entry
 from scheduler.ledger.verify import Sequential
-from scheduler.service.engine import Engine
+from scheduler.service.state import ServiceState, restore, snapshot
 from scheduler.service.windows.batch import GAP_NAMES, GRADES, WINDOWS, Windows
 
 # each column's values; per window unless in _PER_SHARE. `gap` and `lost` are
@@ -41,13 +41,13 @@ def check(kind: str, body: dict[str, Any]) -> str | None:
 
 @functools.cache
 def _checkpoint_fields() -> frozenset[str]:
-    return frozenset(Engine(0).snapshot())
+    return frozenset(snapshot(ServiceState()))
 
 
 def _checkpoint_state(state: Any) -> str | None:
     if type(state) is not dict or set(state) != _checkpoint_fields():
         return f"state is not a map of {sorted(_checkpoint_fields())}"
-    Engine(0).restore(state)
+    restore(state)
     return None
 
 

@@ -26,6 +26,7 @@ from scheduler.service.errors import Refused, abort, checked, guarded, not_ready
 from scheduler.service.limits import OpenClaims, RateLimiter, limit_refusal
 from scheduler.service.listing import Listing
 from scheduler.service.principal import caller
+from scheduler.service.state import ServiceState
 
 WATCH_PAGE = 200   # statuses a Watch reads from the committed state at a time, before it sends them
 PLAN_WORKERS = 8   # worker rows per explanation in a Plan answer (its 1,000 claims' rows stay within a message)
@@ -54,11 +55,11 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
         self.open = OpenClaims(limits.max_open_claims_per_tenant)   # counted from the state when serving starts
         self._listing = Listing()   # what List's pages share, per committed state (listing.py)
         engine.listen(self._publish)
-        engine.listen(lambda change: self.open.changed(self.engine.state, change.claims))
+        engine.listen(lambda change: self.open.changed(self.engine.read().state, change.claims))
 
     def status(self, claim_id: str, committed: Committed | None = None) -> claims_pb2.ClaimStatus:
         """A claim as the committed state has it (UNKNOWN_CLAIM if it has none)."""
-        committed = committed or self.engine.committed
+        committed = committed or self.engine.read()
         claim = committed.state.claim(claim_id)
         if claim is None:
             raise Refused("UNKNOWN_CLAIM", f"no claim {claim_id!r}")
@@ -84,7 +85,7 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
         refusals = await self._submit(request.claims)
         for refusal in filter(None, refusals):
             self.engine.on_refused(refusal.code)
-        committed = self.engine.committed
+        committed = self.engine.read()
         return claims_pb2.SubmitManyResponse(results=[
             claims_pb2.SubmitResult(status=self.status(claim.claim_id, committed)) if refusal is None else
             claims_pb2.SubmitResult(refused=claims_pb2.Refusal(code=types_pb2.ErrorCode.Value(refusal.code),
@@ -97,9 +98,21 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
         accepted ones together (one pass, one group commit), and return once
         every answer is durable; per request, None or why it was refused."""
         now = time.time_ns()
-        state = self.engine.state
         accepted: list[kernel.ClaimSubmitted] = []
         refusals: list[Refused | None] = []
+        try:
+            await self.engine.decide(lambda latest: self._accepted(latest.kernel, requests, now, accepted, refusals),
+                                     now)
+        finally:   # a decision that did not go through leaves its claims uncounted again
+            self.open.changed(self.engine.read().state, (a.spec.claim_id for a in accepted))
+        return refusals
+
+    def _accepted(self, state: kernel.ClusterState, requests, now: int, accepted: list[kernel.ClaimSubmitted],
+                  refusals: list[Refused | None]) -> list[kernel.ClaimSubmitted]:
+        """The submissions among `requests` the latest `state` accepts, in
+        order, each checked with the accepted ones before it added (into
+        `accepted`), and per request None or why it was refused (into
+        `refusals`)."""
         # the states checked against are this loop's own, thrown away after it (decide applies
         # the accepted claims again, to the engine's state): one edit batch, each path copied
         # once, and nothing applied after the last request (a lone Submit applies nothing here)
@@ -119,14 +132,7 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
                         state = kernel.apply(state, answer)
                     accepted.append(answer)
                     self.open.opened(answer.spec.tenant, answer.spec.claim_id)
-        try:
-            if accepted:
-                await self.engine.decide(accepted, now)
-            else:
-                await self.engine.durable()
-        finally:   # a decision that did not go through leaves its claims uncounted again
-            self.open.changed(self.engine.state, (a.spec.claim_id for a in accepted))
-        return refusals
+        return accepted
 
     def _admit_submission(self, tenant: str) -> None:
         """The stated limits on a new claim: its tenant's open claims, the caller's rate."""
@@ -151,23 +157,16 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
         if len(request.claims) > SUBMIT_MANY_MAX:
             raise Refused("INVALID_ARGUMENT", f"claims: at most {SUBMIT_MANY_MAX} claims per plan, "
                                               f"got {len(request.claims)}")
-        engine = self.engine
-        now, live, planned, first = time.time_ns(), engine.state, [], []
-        scratch = live
-        for r in request.claims:
-            answer = checked(kernel.submit(scratch, convert.spec_from(r), now))
-            planned.append(r.claim_id)
-            if isinstance(answer, kernel.ClaimSubmitted):   # else an identical resubmission: its current status
-                scratch = kernel.apply(scratch, answer)
-                first.append(answer)
-        decision = engine.preview(first, now) if first else None
+        now, planned = time.time_ns(), [r.claim_id for r in request.claims]
+        latest, decision = self.engine.preview(lambda latest: _planned(latest.kernel, request.claims, now), now)
+        live = latest.kernel
         state = decision.state if decision else live
         # why a planned claim would wait: its verdict on the state the decision leaves, as Get would say
-        reasons = kernel.PendingReasons(state) if decision else engine.pending_reason
+        reasons = kernel.PendingReasons(state)
         answer = claims_pb2.PlanResponse()
         for claim_id in planned:
             claim = state.claims[claim_id]
-            status = convert.claim_status(claim, engine.claim_seq.get(claim_id, 0),
+            status = convert.claim_status(claim, latest.claim_seq.get(claim_id, 0),
                                           kernel.headline(claim, reasons.get(claim_id, Reason.REASON_UNSPECIFIED)),
                                           kernel.queue_position(state, claim))
             if claim_id not in live.claims:   # nothing was recorded: no receipt, no times
@@ -185,11 +184,8 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
     async def Progress(self, request, context):
         """The count is cumulative: a report of the count the claim already has
         records nothing and answers its status (so sending one again is safe)."""
-        event = checked(kernel.progress(self.engine.state, request.claim_id, request.completed_units))
-        if event is None:
-            await self.engine.durable()   # the count it has may still be on its way to the ledger
-        else:
-            await self.engine.commit([(event.kind, event.to_body(), event)], time.time_ns())
+        await self.engine.record(lambda latest: [e for e in [checked(kernel.progress(
+            latest.kernel, request.claim_id, request.completed_units))] if e is not None], time.time_ns())
         return self.status(request.claim_id)
 
     @guarded
@@ -198,27 +194,23 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
         (its first answer lost) answers the claim's status as the first would
         have; anyone else's, or a claim that ended otherwise, CLAIM_NOT_OPEN."""
         now = time.time_ns()
-        engine = self.engine
-        if engine.state.claim(request.claim_id) is None:
-            raise Refused("UNKNOWN_CLAIM", f"no claim {request.claim_id!r}")
-        if engine.released_by.get(request.claim_id) == caller().name:
-            await engine.durable()   # the first Release may still be on its way to the ledger
-        else:
-            await engine.decide([checked(kernel.release(engine.state, request.claim_id, now))], now)
+        who = caller().name
+        await self.engine.decide(lambda latest: _released(latest, request.claim_id, who, now), now)
         return self.status(request.claim_id)
 
     @guarded
     async def Bind(self, request, context):
         """RULES §10 (kernel/binding.py): a claim bound to the devices its job was given."""
-        now = time.time_ns()
-        event = checked(kernel.bind(self.engine.state, request.claim_id, tuple(request.device_ids)))
-        if event is None:
-            return self.status(request.claim_id)
-        if request.dry_run:
-            after = kernel.apply(self.engine.state, event)
-            claim = after.claims[request.claim_id]
+        now, devices = time.time_ns(), tuple(request.device_ids)
+        if request.dry_run:   # the binding the latest state would give, recorded nowhere
+            latest = self.engine.preview(lambda latest: [], now)[0].kernel
+            event = checked(kernel.bind(latest, request.claim_id, devices))
+            if event is None:
+                return self.status(request.claim_id)
+            claim = kernel.apply(latest, event).claims[request.claim_id]
             return convert.claim_status(claim, 0, kernel.headline(claim), 0)
-        await self.engine.decide([event], now)
+        await self.engine.decide(lambda latest: [e for e in [checked(kernel.bind(latest.kernel, request.claim_id,
+                                                                                 devices))] if e is not None], now)
         return self.status(request.claim_id)
 
     @guarded
@@ -228,7 +220,7 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
     @guarded
     async def List(self, request, context):
         size = pages.page_size(request.page_size, self.limits)
-        committed = self.engine.committed
+        committed = self.engine.read()
         states = frozenset(ClaimState(convert.known(types_pb2.ClaimState, s, "states")) for s in request.states)
         matching = list(islice(self._matching(committed, subtree(committed.state, request.tenant), states,
                                               request.page_token), size + 1))
@@ -253,7 +245,7 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
         try:
             if not self.engine.ready:
                 raise not_ready(self.engine)
-            committed = self.engine.committed
+            committed = self.engine.read()
             if request.resume_from > committed.length:
                 raise Refused("INVALID_ARGUMENT", f"resume_from: {request.resume_from} is past the ledger's "
                                                   f"length {committed.length}")
@@ -291,7 +283,7 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
     def _publish(self, change: Change) -> None:
         if not self._watchers or not change.claims:
             return
-        committed = self.engine.committed   # published just before the listeners are told
+        committed = self.engine.read()   # published just before the listeners are told
         changed = [committed.state.claims[c] for c in sorted(change.claims) if c in committed.state.claims]
         kinds = dict(change.kinds)
         events: dict[str, claims_pb2.ClaimEvent] = {}   # one event per claim, shared by its watchers
@@ -339,3 +331,25 @@ class Watcher:
         event, size = self._queue.popleft()
         self._bytes -= size
         return event
+
+
+def _planned(state: kernel.ClusterState, requests, now: int) -> list[kernel.ClaimSubmitted]:
+    """Plan's submissions, each checked on `state` with the ones before it added
+    (an identical resubmission adds nothing: its current status is planned)."""
+    first = []
+    for r in requests:
+        answer = checked(kernel.submit(state, convert.spec_from(r), now))
+        if isinstance(answer, kernel.ClaimSubmitted):
+            state = kernel.apply(state, answer)
+            first.append(answer)
+    return first
+
+
+def _released(latest: ServiceState, claim_id: str, who: str, now: int) -> list[kernel.Event]:
+    """Release's change on the latest state: none when `who` released the
+    claim already (its first answer lost: the same answer again)."""
+    if latest.kernel.claim(claim_id) is None:
+        raise Refused("UNKNOWN_CLAIM", f"no claim {claim_id!r}")
+    if latest.released_by.get(claim_id) == who:
+        return []
+    return [checked(kernel.release(latest.kernel, claim_id, now))]

@@ -26,7 +26,7 @@ from protos import daemon
 from protos.pool.v1 import agent_pb2_grpc, claims_pb2_grpc, ops_pb2_grpc, proofs_pb2_grpc
 from protos.settings import ConfigError
 from scheduler.kernel import EventError, WorkerLiveness, period_roll
-from scheduler.ledger.fold import CheckpointMismatch, Fold, Unfoldable
+from scheduler.ledger.fold import CheckpointMismatch, Unfoldable
 from scheduler.ledger.keys import KeyFileError, load_signing_key
 from scheduler.ledger.sqlite import SqliteStore
 from scheduler.ledger.steward import Steward
@@ -167,8 +167,7 @@ def open_ledger(config: SchedulerConfig, engine: Engine, accept_loss: bool = Fal
         raise store_failed(exc) from None
     try:
         probe(store)
-        return Steward.open(store, key, Fold(engine.replay_entry, engine, restore=engine.restore,
-                                             compact=engine.compact), accept_loss=accept_loss)
+        return Steward.open(store, key, engine.ledger_fold(), accept_loss=accept_loss)
     except StoreFull:
         store.close()
         raise
@@ -197,7 +196,7 @@ class Scheduler:
         self.agents = AgentServicer(self.engine, config, self.metrics)
         self.admission = Admission(pools(config.limits))
         self.authorizer = Authorizer(configuration.principals(config), insecure=config.server.insecure,
-                                     state=lambda: self.engine.state if self.engine.ready else None,
+                                     state=lambda: self.engine.read().state if self.engine.ready else None,
                                      on_refused=lambda code: self.engine.on_refused(code), admission=self.admission)
         self.engine.on_receipts = lambda principal, n: self.admission.receipts(principal, n, time.monotonic())
         self.agents.admission = self.admission
@@ -216,7 +215,7 @@ class Scheduler:
         self.engine.on_event = self.metrics.count
         self.engine.on_refused = lambda code: self.metrics.refusals.labels(code).inc()
         self.engine.listen(lambda change: self.metrics.ledger_length.set(self.engine.writer.steward.length))
-        self.metrics.watch_state(lambda: self.engine.committed.state, lambda: self.engine.committed.pending_reason,
+        self.metrics.watch_state(lambda: self.engine.read().state, lambda: self.engine.read().pending_reason,
                                  lambda: self.engine.observed)
         self.metrics.watch_views(operations.verdicts, self._witness_lag)
         # a shared ledger: a leader and standbys (service/leader.py); SQLite is always its own leader
@@ -296,8 +295,8 @@ class Scheduler:
                  self.config.ledger.path if self.leadership is None else "in PostgreSQL",
                  steward.length, replayed_s)
         config_event = self.config.config_event()
-        changed = self.engine.state.config_digest != config_event.digest
-        try:   # deciding even with nothing new gives every pending claim its reason again
+        changed = self.engine.read().state.config_digest != config_event.digest   # replayed: all durable
+        try:   # deciding even with nothing new runs a pass: what time alone makes admissible is admitted
             await self.engine.decide([config_event] if changed else [], time.time_ns())
         except EventError as exc:
             raise StartupError(f"the configuration cannot replace the one in the ledger: {exc}") from None
@@ -308,7 +307,7 @@ class Scheduler:
         if changed:
             log.info("configuration recorded (digest %s)", config_event.digest.hex()[:16])
         self.agents.started = time.monotonic()   # agents could not connect before: their grace starts now
-        self.claims.open.rebuild(self.engine.state)
+        self.claims.open.rebuild(self.engine.read().state)
         self.engine.ready = True
         await self._set_health(health_pb2.HealthCheckResponse.SERVING)
         daemon.ready(f"serving on {self.config.server.listen}")
@@ -350,15 +349,14 @@ class Scheduler:
             if self.engine.failed is not None:
                 return
             daemon.watchdog()
-            if period_roll(self.engine.state, time.time_ns()) is not None:
+            if period_roll(self.engine.read().state, time.time_ns()) is not None:
                 await self.engine.decide([], time.time_ns())
             await self._mark_absent_agents()
 
     async def _mark_absent_agents(self) -> None:
-        absent = [w for w, worker in self.engine.state.workers.items()
-                  if worker.live and self.agents.absent_s(w) > RECONNECT_GRACE_S]
-        if absent:
-            await self.engine.decide([WorkerLiveness(w, False) for w in sorted(absent)], time.time_ns())
+        await self.engine.decide(lambda latest: [WorkerLiveness(w, False) for w, worker in sorted(latest.kernel.workers.items())
+                                                 if worker.live and self.agents.absent_s(w) > RECONNECT_GRACE_S],
+                                 time.time_ns())
 
     async def stop(self, answering_s: float = 0.0, answers: tuple[Refused, Refused] = STOPPING) -> None:
         """NOT_SERVING; then every call ends with a status, never CANCELLED

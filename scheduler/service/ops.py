@@ -22,6 +22,8 @@ from scheduler.service.claims import subtree
 from scheduler.service.engine import Engine
 from scheduler.service.errors import Refused, abort, checked, guarded, not_ready
 from scheduler.service.principal import caller
+from scheduler.service.state import ServiceState
+from scheduler.service.windows.projections import Observed
 
 EXPORT_CHUNK = 1 << 20   # bytes of whole receipts per LedgerChunk
 
@@ -52,7 +54,7 @@ class OperationsServicer(ops_pb2_grpc.OperationsServicer):
 
     @guarded
     async def Tenants(self, request, context):
-        state = self.engine.committed.state
+        state = self.engine.read().state
         start = state.epoch_ns + state.period_index * state.period_ns if state.period_ns else 0
         return ops_pb2.TenantsResponse(tenants=[convert.tenant_node(v) for v in kernel.tenants(state)],
                                        period_start_ns=start, period_ns=state.period_ns)
@@ -60,7 +62,7 @@ class OperationsServicer(ops_pb2_grpc.OperationsServicer):
     @guarded
     async def Workers(self, request, context):
         size = pages.page_size(request.page_size, self.limits)
-        views = sorted(kernel.workers(self.engine.committed.state), key=lambda v: v.worker.worker_id)
+        views = sorted(kernel.workers(self.engine.read().state), key=lambda v: v.worker.worker_id)
         [page], token = pages.slices(request.page_token, (views,), size)
         return ops_pb2.WorkersResponse(workers=[self._worker_status(v) for v in page], next_page_token=token)
 
@@ -71,18 +73,18 @@ class OperationsServicer(ops_pb2_grpc.OperationsServicer):
     @guarded
     async def Explain(self, request, context):
         return pages.cap_workers(convert.explanation(checked(kernel.explain(
-            self.engine.committed.state, request.claim_id, time.time_ns()))), self.limits.page_size)
+            self.engine.read().state, request.claim_id, time.time_ns()))), self.limits.page_size)
 
     @guarded
     async def Splits(self, request, context):
         size = pages.page_size(request.page_size, self.limits)
-        committed = self.engine.committed
+        committed = self.engine.read()
         tenants = subtree(committed.state, request.tenant)
         start_rows, start_gaps = pages.positions(request.page_token, 2)
-        observed = self.engine.observed
-        selection = (tenants, request.since_ns, request.device_id, committed.length)
-        rows = list(islice(observed.splits(*selection, start_rows), size + 1))
-        gaps = list(islice(observed.numbered_gaps(*selection, start_gaps), size + 1))
+        observed = committed.projections
+        selection = (tenants, request.since_ns, request.device_id)
+        rows = list(islice(committed.splits(*selection, start_rows), size + 1))
+        gaps = list(islice(committed.gaps(*selection, start_gaps), size + 1))
         more = len(rows) > size or len(gaps) > size
         answer = ops_pb2.SplitsResponse(
             rows=[convert.split_row(r) for _, r in rows[:size]], gaps=[convert.gap(g) for _, g in gaps[:size]],
@@ -94,10 +96,10 @@ class OperationsServicer(ops_pb2_grpc.OperationsServicer):
         # the totals cover every page, so they come with the first
         totals: dict[str, Total] = defaultdict(Total)
         devices: dict[tuple[str, str], Total] = defaultdict(Total)
-        for _, row in observed.splits(*selection):
+        for _, row in committed.splits(*selection):
             totals[row.tenant].measured(row.uj, Grade[row.grade])
             devices[row.worker, row.device_id].measured(row.uj, Grade[row.grade])
-        for g in observed.gaps(*selection):
+        for _, g in committed.gaps(*selection):
             span = g.end_ns - g.start_ns
             for tenant in (g.tenants if tenants is None else g.tenants & tenants):
                 totals[tenant].unaccounted_ns += span
@@ -116,7 +118,7 @@ class OperationsServicer(ops_pb2_grpc.OperationsServicer):
     @guarded
     async def PreemptionOrder(self, request, context):
         size = pages.page_size(request.page_size, self.limits)
-        plan = checked(kernel.preemption_order(self.engine.committed.state, request.for_claim_id or None,
+        plan = checked(kernel.preemption_order(self.engine.read().state, request.for_claim_id or None,
                                                time.time_ns()))
         (order, victims), token = pages.slices(request.page_token, (plan.order, plan.victims), size)
         answer = convert.preemption(dataclasses.replace(plan, order=tuple(order), victims=tuple(victims)))
@@ -125,21 +127,22 @@ class OperationsServicer(ops_pb2_grpc.OperationsServicer):
 
     def verdicts(self) -> tuple[kernel.ClaimVerdict, ...]:
         """Every open admitted claim's idle verdict on the committed state (what the metrics show)."""
-        committed = self.engine.committed
-        return self._verdicts(committed.state, committed.length)
+        committed = self.engine.read()
+        return self._verdicts(committed.state, committed.projections, committed.length)
 
-    def _verdicts(self, state: kernel.ClusterState, below: int) -> tuple[kernel.ClaimVerdict, ...]:
+    @staticmethod
+    def _verdicts(state: kernel.ClusterState, observed: Observed, below: int) -> tuple[kernel.ClaimVerdict, ...]:
         """Idle verdicts on `state`, from the windows of receipts below seq `below`."""
         window = state.idle.window_ns
         admitted = [c for t in state.open_by_tenant for c in state.open_by_tenant[t]]
-        observations = {c: o for c in admitted if (o := self.engine.observed.observation(state, c, window, below))}
+        observations = {c: o for c in admitted if (o := observed.observation(state, c, window, below))}
         return kernel.idle_verdicts(state, observations)
 
     @guarded
     async def ReclamationOrder(self, request, context):
         size = pages.page_size(request.page_size, self.limits)
-        committed = self.engine.committed
-        verdicts = self._verdicts(committed.state, committed.length)
+        committed = self.engine.read()
+        verdicts = self._verdicts(committed.state, committed.projections, committed.length)
         (page, order), token = pages.slices(request.page_token, (verdicts, kernel.reclamation_order(verdicts)), size)
         return ops_pb2.ReclamationOrderResponse(verdicts=[convert.claim_verdict(v) for v in page], order=order,
                                                 window_ns=committed.state.idle.window_ns, next_page_token=token)
@@ -148,29 +151,33 @@ class OperationsServicer(ops_pb2_grpc.OperationsServicer):
     async def Reclaim(self, request, context):
         """The reclamation order, or the claims named of it: each is settled
         once. Naming them makes a second sending safe (ops.proto)."""
-        now = time.time_ns()
-        order = kernel.reclamation_order(self._verdicts(self.engine.state, self._writer.next_seq))
-        named = frozenset(request.claim_ids)
-        if named:
-            order = tuple(c for c in order if c in named)
-        await self.engine.decide(kernel.reclaim(self.engine.state, order, now), now)
+        now, named, order = time.time_ns(), frozenset(request.claim_ids), []
+
+        def reclaimed(latest: ServiceState) -> list[kernel.Event]:
+            # on the latest state, from every window folded so far
+            ranked = kernel.reclamation_order(self._verdicts(latest.kernel, self.engine.observed,
+                                                             self._writer.next_seq))
+            order.extend(c for c in ranked if not named or c in named)
+            return list(kernel.reclaim(latest.kernel, tuple(order), now))
+
+        await self.engine.decide(reclaimed, now)
         if not named:
             return ops_pb2.ReclaimResponse(reclaimed=order)
-        state = self.engine.committed.state
+        state = self.engine.read().state
         return ops_pb2.ReclaimResponse(reclaimed=[c for c in request.claim_ids if (claim := state.claim(c))
                                                   and claim.state is kernel.ClaimState.RECLAIMED])
 
     @guarded
     async def Cordon(self, request, context):
-        event = checked(kernel.cordon(self.engine.state, request.worker, request.cordoned))
-        if event is not None:   # uncordoning may admit pending claims: decided like any change
-            await self.engine.decide([event], time.time_ns())
-        return self._worker_status(next(v for v in kernel.workers(self.engine.committed.state)
+        # uncordoning may admit pending claims: decided like any change (nothing, if it changes nothing)
+        await self.engine.decide(lambda latest: [event] if (event := checked(kernel.cordon(
+            latest.kernel, request.worker, request.cordoned))) is not None else [], time.time_ns())
+        return self._worker_status(next(v for v in kernel.workers(self.engine.read().state)
                                         if v.worker.worker_id == request.worker))
 
     @guarded
     async def Estimate(self, request, context):
-        return convert.estimate(checked(kernel.derived_estimate(self.engine.committed.state, request.work_class)))
+        return convert.estimate(checked(kernel.derived_estimate(self.engine.read().state, request.work_class)))
 
     @guarded
     async def LedgerHead(self, request, context):

@@ -19,7 +19,7 @@ from protos.pool.v1 import agent_pb2, claims_pb2, ops_pb2, types_pb2
 from scheduler.kernel import rebuild
 from scheduler.ledger.fold import replay
 from scheduler.ledger.sqlite import SqliteStore
-from scheduler.service.engine import Engine
+from scheduler.service.state import ServiceState, fold_entry
 
 SECOND = 1_000_000_000
 U64 = (1 << 64) - 1
@@ -134,9 +134,9 @@ def test_a_hostile_client_gets_stable_refusals_that_change_nothing(target, ops):
 def test_the_ledger_a_hostile_client_leaves_replays_to_a_sound_state(target):
     """After the run above: the ledger verifies, and the state it replays to equals
     its own full rebuild and keeps the root within its guarantees."""
-    store, engine = SqliteStore(target.ledger), Engine(1000)
+    store = SqliteStore(target.ledger)
     try:
-        state = replay(store, engine.replay_entry, engine).state   # LedgerInvalid unless every receipt verifies
+        state = replay(store, fold_entry, ServiceState()).kernel   # LedgerInvalid unless every receipt verifies
     finally:
         store.close()
     assert rebuild(state) == state

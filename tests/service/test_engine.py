@@ -19,10 +19,10 @@ from scheduler import kernel
 from scheduler.kernel import (ClaimSpec, ClaimSubmitted, ConfigApplied, Device, Resources, Tenant, Worker,
                               WorkerRegistered)
 from scheduler.ledger import keys
-from scheduler.ledger.fold import Fold
 from scheduler.ledger.sqlite import SqliteStore
 from scheduler.ledger.steward import Steward
 from scheduler.ledger.writer import GroupCommitWriter
+from scheduler.service import state as service_state
 from scheduler.service.engine import Engine
 from scheduler.service.windows.batch import Windows
 from scheduler.service.windows.occupancy import Holders, occupants
@@ -40,9 +40,7 @@ def opened(path: Path, checkpoint_every: int = 0, resume: bool = True) -> tuple[
     """An engine on the ledger at `path`, replayed, as pool-scheduler opens it
     (from its last checkpoint; with resume=False, every receipt from genesis)."""
     engine = Engine(1000, checkpoint_every)
-    steward = Steward.open(SqliteStore(path, create=True), KEY,
-                           Fold(engine.replay_entry, engine, restore=engine.restore if resume else None,
-                                compact=engine.compact))
+    steward = Steward.open(SqliteStore(path, create=True), KEY, engine.ledger_fold(resume))
     engine.start(GroupCommitWriter(steward))
     return engine, steward
 
@@ -52,45 +50,49 @@ async def close(engine: Engine, steward: Steward) -> None:
     steward.close()
 
 
+def latest(engine: Engine) -> kernel.ClusterState:
+    """The engine's latest state, which no servicer can reach: a test looks."""
+    return engine._latest.kernel
+
+
 async def submit(engine: Engine, spec: ClaimSpec) -> None:
-    answer = kernel.submit(engine.state, spec)
-    if isinstance(answer, ClaimSubmitted):
-        await engine.decide([answer], next(_fresh))
+    await engine.decide(lambda latest: [a for a in [kernel.submit(latest.kernel, spec)]
+                                        if isinstance(a, ClaimSubmitted)],
+                        next(_fresh))
 
 
 async def release(engine: Engine, claim_id: str) -> None:
-    answer = kernel.release(engine.state, claim_id, next(_fresh))
-    if not isinstance(answer, kernel.KernelError):
-        await engine.decide([answer], next(_fresh))
+    now = next(_fresh)
+    await engine.decide(lambda latest: [a for a in [kernel.release(latest.kernel, claim_id, now)]
+                                       if not isinstance(a, kernel.KernelError)], next(_fresh))
 
 
 async def window(engine: Engine, worker: str, seq: int, uj: int) -> None:
     """One window on the worker's first GPU, its µJ split evenly between the
     claims on it (the remainder unallocated)."""
-    holders = sorted(c for c in (engine.state.loads[worker].active if worker in engine.state.loads else ())
-                     if any(d.device_id == f"{worker}-gpu0" for d in engine.state.claims[c].devices))
+    state = engine.read().state
+    holders = sorted(c for c in (state.loads[worker].active if worker in state.loads else ())
+                     if any(d.device_id == f"{worker}-gpu0" for d in state.claims[c].devices))
     each = uj // (len(holders) + 1)
     occupants = [*holders, "unallocated"]
     share_uj = [each] * len(holders) + [uj - each * len(holders)]
     batch = Windows([f"{worker}-gpu0"], [seq], [seq * 10], [seq * 10 + 10], [uj], ["HwShunt"], [len(occupants)],
                     occupants, share_uj, ["ModelBased"] * len(occupants))
-    await engine.record_windows(worker, batch, next(_fresh))
+    await engine.record_windows(worker, lambda latest: batch, next(_fresh)).durable
 
 
 def the_same(live: Engine, replayed: Engine, full: bool = False) -> None:
-    assert replayed.state == live.state
-    assert replayed.claim_seq == live.claim_seq
-    assert replayed.occupancy_seq == live.occupancy_seq
-    for host in replayed.state.workers:
+    assert replayed.read().service == live.read().service, "the whole service state, not the kernel's alone"
+    for host in replayed.read().state.workers:
         # live records each host's last version of a commit, with the commit's final state;
         # replay every version, each with the state right after its receipt: the same weights
         recorded = live.occupancies.versions(host)
         if full:
             assert set(recorded) <= set(replayed.occupancies.versions(host))
         for version in set(recorded) & set(replayed.occupancies.versions(host)):
-            assert replayed.occupancies.find(replayed.state, host, version, -1, 0).weights == \
-                live.occupancies.find(live.state, host, version, -1, 0).weights, (host, version)
-    assert live.committed.state is live.state, "once everything is durable, reads serve the latest state"
+            assert replayed.occupancies.find(replayed.read().state, host, version, -1, 0).weights == \
+                live.occupancies.find(live.read().state, host, version, -1, 0).weights, (host, version)
+    assert live.read().service is live._latest, "once everything is durable, reads serve the latest state"
 
 
 async def configured(engine: Engine, period_ns: int = 0) -> None:
@@ -119,9 +121,8 @@ async def drive(engine: Engine, ops: list[tuple], period_ns: int = 0) -> None:
             seqs[op[1]] += 1
             await window(engine, op[1], seqs[op[1]], op[2])
         else:
-            event = kernel.progress(engine.state, f"c{op[1]}", op[2])
-            if not isinstance(event, kernel.KernelError):
-                await engine.commit([(event.kind, event.to_body(), event)], next(_fresh))
+            await engine.record(lambda latest: [e for e in [kernel.progress(latest.kernel, f"c{op[1]}", op[2])]
+                                               if not isinstance(e, kernel.KernelError)], next(_fresh))
 
 
 @settings(max_examples=40)
@@ -149,15 +150,15 @@ def test_a_decision_applies_each_event_once(tmp_path, monkeypatch):
     """decide applies the new events and runs the pass; nothing folds the
     pass's events again afterwards."""
     calls = []
-    real = Engine.fold
-    monkeypatch.setattr(Engine, "fold", lambda self, *args, **kw: calls.append(args[0]) or real(self, *args, **kw))
+    real = service_state.step
+    monkeypatch.setattr(service_state, "step", lambda state, receipt: calls.append(receipt) or real(state, receipt))
 
     async def run() -> None:
         engine, steward = opened(tmp_path / "ledger.sqlite")
         calls.clear()
         await configured(engine)
         await submit(engine, ClaimSpec("x", "a", Resources(gpu_mdev=1000), estimate_uj=10))
-        assert engine.state.claims["x"].state is kernel.ClaimState.ADMITTED
+        assert latest(engine).claims["x"].state is kernel.ClaimState.ADMITTED
         assert calls == [], "a decision's events are the pass's, adopted, not folded again"
         await close(engine, steward)
 
@@ -168,17 +169,17 @@ def test_reads_see_a_change_only_once_its_receipts_are_durable(tmp_path):
     async def run() -> None:
         engine, steward = opened(tmp_path / "ledger.sqlite")
         await configured(engine)
-        before = engine.committed
+        before = engine.read()
         told = []
-        engine.listen(lambda change: told.append(engine.committed.state.claim("x")))
+        engine.listen(lambda change: told.append(engine.read().state.claim("x")))
         deciding = asyncio.ensure_future(submit(engine, ClaimSpec("x", "a", Resources(gpu_mdev=1000),
                                                                   estimate_uj=10)))
         await asyncio.sleep(0)   # the decision is made and queued; the ledger has not written it
-        assert engine.state.claims["x"].state is kernel.ClaimState.ADMITTED
-        assert engine.committed is before and engine.committed.state.claim("x") is None
+        assert latest(engine).claims["x"].state is kernel.ClaimState.ADMITTED
+        assert engine.read() is before and engine.read().state.claim("x") is None
         await deciding
-        assert engine.committed.state.claims["x"].state is kernel.ClaimState.ADMITTED
-        assert engine.committed.length == steward.length
+        assert engine.read().state.claims["x"].state is kernel.ClaimState.ADMITTED
+        assert engine.read().length == steward.length
         assert told and told[0] is not None, "listeners hear of a change after readers can see it"
         await close(engine, steward)
 
@@ -193,7 +194,7 @@ def test_a_caller_that_goes_away_does_not_keep_the_change_from_readers(tmp_path)
         await asyncio.sleep(0)
         deciding.cancel()
         await engine.durable()
-        assert engine.committed.state.claims["x"].state is kernel.ClaimState.ADMITTED
+        assert engine.read().state.claims["x"].state is kernel.ClaimState.ADMITTED
         await close(engine, steward)
 
     asyncio.run(run())
@@ -208,14 +209,14 @@ def test_claims_decided_together_are_one_group_commit(tmp_path):
         stored = []
         real = steward.store
         steward.store = lambda made: stored.append(len(made)) or real(made)
-        state, events = engine.state, []
+        state, events = engine.read().state, []
         for i in range(50):
             event = kernel.submit(state, ClaimSpec(f"c{i}", "ab"[i % 2], estimate_uj=10))
             state = kernel.apply(state, event)
             events.append(event)
         await engine.decide(events, 1)
         assert stored == [100], "50 submissions and 50 admissions in one transaction"
-        assert engine.committed.state == engine.state and len(engine.state.open_by_tenant["a"]) == 25
+        assert engine.read().state == latest(engine) and len(latest(engine).open_by_tenant["a"]) == 25
         await close(engine, steward)
 
     asyncio.run(run())
@@ -230,15 +231,15 @@ def test_a_commit_records_one_occupancy_version_per_host(tmp_path):
         engine, steward = opened(tmp_path / "ledger.sqlite")
         await configured(engine)
         before = {w.worker_id: engine.occupancies.versions(w.worker_id) for w in WORKERS}
-        state, events = engine.state, []
+        state, events = engine.read().state, []
         for i in range(40):
             event = kernel.submit(state, ClaimSpec(f"c{i}", "ab"[i % 2], Resources(cpu_millis=100), estimate_uj=10))
             state = kernel.apply(state, event)
             events.append(event)
         await engine.decide(events, 1)
-        hosts = {engine.state.claims[f"c{i}"].worker for i in range(40)}
+        hosts = {engine.read().state.claims[f"c{i}"].worker for i in range(40)}
         for host in hosts:
-            assert engine.occupancies.versions(host) == [*before[host], engine.occupancy_seq[host]]
+            assert engine.occupancies.versions(host) == [*before[host], engine.read().occupancy_seq[host]]
         await close(engine, steward)
         replayed, steward = opened(tmp_path / "ledger.sqlite", resume=False)
         the_same(engine, replayed, full=True)
@@ -255,20 +256,21 @@ def test_a_checkpoint_compacts_claims_of_closed_periods_and_keeps_the_figures(tm
         await engine.decide([ConfigApplied(TREE, period_ns=1000, epoch_ns=0),
                              *(WorkerRegistered(w) for w in WORKERS)], 0)
         for claim_id in ("old", "withdrawn"):
-            await engine.decide([kernel.submit(engine.state, ClaimSpec(claim_id, "a", estimate_uj=10))], 10)
-        await engine.decide([kernel.release(engine.state, "old", 20)], 20)
-        await engine.decide([kernel.release(engine.state, "withdrawn", 30)], 30)
-        await engine.decide([kernel.submit(engine.state, ClaimSpec("open", "a", estimate_uj=10))], 1500)
-        await engine.decide([kernel.submit(engine.state, ClaimSpec("now", "a", estimate_uj=10))], 1600)
-        await engine.decide([kernel.release(engine.state, "now", 1700)], 1700)
-        before = engine.state
+            await engine.decide(lambda s: [kernel.submit(s.kernel, ClaimSpec(claim_id, "a", estimate_uj=10))], 10)
+        await engine.decide(lambda s: [kernel.release(s.kernel, "old", 20)], 20)
+        await engine.decide(lambda s: [kernel.release(s.kernel, "withdrawn", 30)], 30)
+        await engine.decide(lambda s: [kernel.submit(s.kernel, ClaimSpec("open", "a", estimate_uj=10))], 1500)
+        await engine.decide(lambda s: [kernel.submit(s.kernel, ClaimSpec("now", "a", estimate_uj=10))], 1600)
+        await engine.decide(lambda s: [kernel.release(s.kernel, "now", 1700)], 1700)
+        before = engine.read().state
         engine.checkpoint_every = 1
-        await engine.commit([], 1800)   # the next commit takes a checkpoint
+        await engine.record(lambda s: [], 1800)   # the next commit takes a checkpoint
         await engine.durable()
-        assert set(engine.state.claims) == {"open", "now"}, "what ended before this period began is gone"
-        assert "old" not in engine.claim_seq and "now" in engine.claim_seq
-        assert engine.state.usage == before.usage and engine.state.class_stats == before.class_stats
-        assert kernel.rebuild(engine.state) == engine.state
+        state = engine.read().state
+        assert set(state.claims) == {"open", "now"}, "what ended before this period began is gone"
+        assert "old" not in engine.read().claim_seq and "now" in engine.read().claim_seq
+        assert state.usage == before.usage and state.class_stats == before.class_stats
+        assert kernel.rebuild(state) == state
         await close(engine, steward)
         for resume in (True, False):   # from the checkpoint, and every receipt from genesis
             replayed, steward = opened(tmp_path / "ledger.sqlite", resume=resume)
@@ -314,8 +316,17 @@ def test_a_refusal_is_told_only_once_the_state_it_was_judged_on_is_durable(tmp_p
             await claims.Submit(claims_pb2.SubmitRequest(claim_id=claim_id, tenant="a", estimate_uj=10), Context())
         written = steward.store
         gate, outcome = threading.Event(), {"fail": False}
+        loop, storing, waiting = asyncio.get_running_loop(), asyncio.Event(), asyncio.Event()
+        real_durable = engine.durable
+
+        async def durable():   # a call waits for what is in flight: the refusal's wait, seen exactly
+            waiting.set()
+            await real_durable()
+
+        engine.durable = durable
 
         def store(made):
+            loop.call_soon_threadsafe(storing.set)   # the store has the receipts, and holds them
             gate.wait(10)
             if outcome["fail"]:
                 raise StoreError("terminating connection due to administrator command")
@@ -324,12 +335,14 @@ def test_a_refusal_is_told_only_once_the_state_it_was_judged_on_is_durable(tmp_p
         steward.store = store
         for claim_id, fail in (("x", False), ("y", True)):
             gate.clear()
+            storing.clear()
+            waiting.clear()
             outcome["fail"] = fail
             first = asyncio.ensure_future(claims.Release(claims_pb2.ReleaseRequest(claim_id=claim_id), Context()))
-            await asyncio.sleep(0.05)   # decided and queued; the store has not written it
-            assert engine.state.claims[claim_id].state is kernel.ClaimState.RELEASED
+            await storing.wait()   # decided and queued; the store has not written it
+            assert latest(engine).claims[claim_id].state is kernel.ClaimState.RELEASED
             again = asyncio.ensure_future(claims.Release(claims_pb2.ReleaseRequest(claim_id=claim_id), Context()))
-            await asyncio.sleep(0.05)
+            await waiting.wait()   # refused on the latest state, and waiting for it to be durable
             assert not again.done(), "the refusal waits for the release it was judged on"
             gate.set()
             if not fail:   # sent again by the same caller: the status the first answers, once durable
@@ -353,7 +366,7 @@ def test_a_refusal_is_told_only_once_the_state_it_was_judged_on_is_durable(tmp_p
 @settings(max_examples=25)
 @given(ops=OPS)
 def test_the_kept_occupants_are_the_hosts_occupants(tmp_path_factory, ops):
-    """observed.Holders, asked at every batch folded and every occupancy
+    """occupancy.Holders, asked at every batch folded and every occupancy
     recorded through random submissions, releases and windows, answers what
     occupants() computes from the state there and then."""
     path = tmp_path_factory.mktemp("ledger") / "ledger.sqlite"

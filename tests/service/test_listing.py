@@ -59,7 +59,7 @@ def test_pages_say_what_status_says_of_every_claim(tmp_path_factory, ops, extra,
         finally:
             reset_caller(token)
         servicer = ClaimsServicer(engine, Limits())
-        committed = engine.committed
+        committed = engine.read()
         request = claims_pb2.ListClaimsRequest(tenant=tenant, states=[int(s) for s in states], page_size=page_size)
         listed = []
         while True:
@@ -86,14 +86,14 @@ def test_every_field_a_status_can_fill_is_compared(tmp_path):
         try:
             await drive(engine, [("submit", "a", 10, 1000, 0), ("window", "w1", 500), ("progress", 0, 3)])
             for at, spec in enumerate(SPECS, 1):   # with submission times, as Submit records them
-                await engine.decide([kernel.submit(engine.state, spec, at)], at)
+                await engine.decide(lambda latest: [kernel.submit(latest.kernel, spec, at)], at)
             await release(engine, "wc")
         finally:
             reset_caller(token)
         servicer = ClaimsServicer(engine, Limits())
         request = claims_pb2.ListClaimsRequest()
         listed = (await ClaimsServicer.List.__wrapped__(servicer, request, None)).claims
-        assert list(listed) == _plain(servicer, engine.committed, request)
+        assert list(listed) == _plain(servicer, engine.read(), request)
         filled = {field.name for status in listed for field, _ in status.ListFields()}
         # all but a borrowed admission's two fields: a claim with the user's own estimate may not borrow
         assert filled == {f.name for f in claims_pb2.ClaimStatus.DESCRIPTOR.fields} - {"borrowed", "borrowed_uj"}

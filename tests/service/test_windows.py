@@ -12,7 +12,7 @@ from protos.energy import Grade, split
 from protos.pool.v1 import agent_pb2, types_pb2
 from scheduler import kernel
 from scheduler.kernel import ClusterState
-from scheduler.kernel.pmap import PMap
+from scheduler.kernel.fast.pmap import PMap
 from scheduler.ledger import dcbor
 from scheduler.service.windows import evidence
 from scheduler.service.config import Limits

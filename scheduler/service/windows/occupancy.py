@@ -4,7 +4,7 @@ was superseded, so that a window's shares can be checked against the
 occupancy its agent split it by (evidence.py).
 
 A version is the receipt that last changed a host's occupancy
-(`Engine.occupancy_seq`). Live, the engine records each host's last version
+(`ServiceState.occupancy_seq`). Live, the engine records each host's last version
 of a commit (the only one that can be sent: agents hear of a commit once it
 is durable, whole); replay records every version as it folds its receipt, so
 a restart knows every one that may have been sent. A version is superseded

@@ -6,10 +6,9 @@ is durable (`below(length)`: committed.py). The ledger keeps everything; these
 keep the last `retention` rows and gaps, and OBSERVATIONS_PER_CLAIM windows a
 claim.
 
-A batch is folded here once its windows are known to be new (above the
-host's counted seq: evidence.py): `Observed.fold` adds its rows, gaps and
-observations and gives the kernel's `Metered` event (per-claim µJ, worst
-grade) the batch means.
+A `windows` receipt's new windows (above the host's counted seq) are fed
+here by the engine beside the service's fold (state.py), which takes from
+`metered` the kernel's event (per-claim µJ, worst grade) the batch means.
 """
 
 from __future__ import annotations
@@ -84,16 +83,21 @@ class Observed:
         # since the state was rebuilt: (worker, reason) -> gap ns, worker -> measured windows lost
         self.unaccounted_ns: dict[tuple[str, str], int] = defaultdict(int)
         self.lost_windows: dict[str, int] = defaultdict(int)
-        # per host, per device: the end_ns of its last counted window (evidence.py's "starts no
-        # earlier than the previous window ended"); rebuilt by replay, kept in checkpoints
-        self.ends: dict[str, dict[str, int]] = {}
 
     def fold(self, state: ClusterState, worker: str, windows: Windows, seq: int) -> Metered | None:
-        """Record a batch, from the receipt `seq`; the Metered event it means for
-        the kernel (None when every window was already counted)."""
+        """`feed` the batch's new windows (above the host's counted seq in
+        `state`), and the Metered event they mean for the kernel (None when
+        every window was already counted): what the service's fold does
+        with a `windows` receipt (state.py), for tests and benches."""
         fresh = windows.since(counted(state, worker))   # a window is counted once
         if not fresh.seq:
             return None
+        self.feed(state, worker, fresh, seq)
+        return metered(state, worker, fresh)
+
+    def feed(self, state: ClusterState, worker: str, fresh: Windows, seq: int) -> None:
+        """Record a batch's new windows, from the receipt `seq`; `state` is the
+        kernel's state they were counted on."""
         claims = {o: state.claims.get(o) for o in set(fresh.occupant)}
         tenant = {o: c.tenant if c else "" for o, c in claims.items()}
         self.rows_dropped += max(0, len(self.rows) + len(fresh.occupant) - (self.rows.maxlen or 0))
@@ -103,9 +107,6 @@ class Observed:
         on_device = self.holders(state, worker)
         self._observe(on_device, fresh, seq)
         self._gaps(state, worker, on_device, fresh, seq)
-        self.ends.setdefault(worker, {}).update(zip(fresh.device, fresh.end_ns))
-        admitted = {o for o, c in claims.items() if c is not None and c.state is ClaimState.ADMITTED}
-        return Metered(worker, fresh.seq[-1], _deltas(admitted, fresh))
 
     def _observe(self, on_device: Mapping[str, Mapping[str, int]], w: Windows, seq: int) -> None:
         """Each claim on a window's device sees the window: its own share's µJ
@@ -183,6 +184,14 @@ def below_seq(records: Iterable[ClaimWindow], below: int) -> Iterator[ClaimWindo
     """The records from receipts below seq `below`: what a read at the
     committed length may see."""
     return (r for r in records if r.seq < below)
+
+
+def metered(state: ClusterState, worker: str, fresh: Windows) -> Metered:
+    """The kernel's event for a host's new windows: per admitted claim among
+    the occupants, the sum of its shares, graded by the worst."""
+    admitted = {o for o in set(fresh.occupant)
+                if (c := state.claims.get(o)) is not None and c.state is ClaimState.ADMITTED}
+    return Metered(worker, fresh.seq[-1], _deltas(admitted, fresh))
 
 
 def _deltas(admitted: set[str], w: Windows) -> tuple[MeterDelta, ...]:
