@@ -93,7 +93,7 @@ async def measure(workdir: Path, claims: int, rounds: int) -> dict[str, float]:
     agents._opened[host] = time.time_ns()
     raw = e2e._batch(host, 1, BATCH, time.time_ns() - 86_400 * 10**9)
     fresh = [agent_pb2.AgentMessage.FromString(raw).batch for _ in range(rounds * BATCHES)]
-    windows, versions = batch_columns(fresh[0])
+    windows, versions, mean_uw = batch_columns(fresh[0])
     body = windows_body(host, windows)
     item = window_body.prepared(body, time.time_ns(), "bench", wire=True)
     key = keys.generate()
@@ -101,7 +101,7 @@ async def measure(workdir: Path, claims: int, rounds: int) -> dict[str, float]:
     stages = {
         "parse": best(rounds, lambda i: agent_pb2.AgentMessage.FromString(raw)),
         "columns": best(rounds, lambda i: batch_columns(next(taken))),
-        "rules": best(rounds, lambda i: agents._checked(host, windows, versions)),
+        "rules": best(rounds, lambda i: agents._checked(host, windows, versions, mean_uw, True, engine.read().service)),
         "body": best(rounds, lambda i: window_body.prepared(body, 1, "bench", wire=True)),
         "fold": best(rounds, lambda i: engine.observed.fold(engine.read().state, host, windows, 1)),
         "sign": best(rounds, lambda i: receipts.make(key, 1, bytes(32), 1, WINDOWS, item.body, "bench")),

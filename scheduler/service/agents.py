@@ -226,18 +226,18 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
     async def _count(self, host: str, batch: agent_pb2.WindowBatch) -> Counting:
         """Check a batch and count its new windows. A host not yet live becomes
         live first."""
-        windows, versions = batch_columns(batch)
-        counting = self.engine.record_windows(host, partial(self._checked, host, windows, versions, False),
+        windows, versions, mean_uw = batch_columns(batch)
+        counting = self.engine.record_windows(host, partial(self._checked, host, windows, versions, mean_uw, False),
                                               time.time_ns())
         if counting is None:   # new windows from a host not yet live
             await self._set_live(host, True)
-            counting = self.engine.record_windows(host, partial(self._checked, host, windows, versions, True),
+            counting = self.engine.record_windows(host, partial(self._checked, host, windows, versions, mean_uw, True),
                                                   time.time_ns())
         self.metrics.duplicate_windows.inc(len(windows.seq) - counting.windows)
         return counting
 
-    def _checked(self, host: str, windows: Windows, versions: list[int], live: bool, latest: ServiceState
-                 ) -> Windows | None:
+    def _checked(self, host: str, windows: Windows, versions: list[int], mean_uw: list[int | None], live: bool,
+                 latest: ServiceState) -> Windows | None:
         """The batch's new windows on the latest state, once every rule passes
         (evidence.admit); None if there are some and the host is not live
         (unless `live`: it was just made live)."""
@@ -248,7 +248,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                                                            if m.kind == types_pb2.CPU_PACKAGE),
             counted(latest.kernel, host), latest.window_ends.get(host, {}), time.time_ns(), self.limits,
             lambda v: self.engine.occupancies.find(latest.kernel, host, v, current, opened))
-        fresh = evidence.admit(context, windows, versions)[0]
+        fresh = evidence.admit(context, windows, versions, mean_uw)[0]
         return None if fresh.seq and not live and not latest.kernel.workers[host].live else fresh
 
     async def _acknowledge(self, pending: asyncio.Queue, outbox: Outbox) -> None:
@@ -314,6 +314,10 @@ def _check_registration(request: agent_pb2.RegisterRequest) -> None:
     ids = [d.device_id for d in request.devices]
     if len(set(ids)) != len(ids) or not all(map(NAME.fullmatch, ids)):
         raise Refused("INVALID_ARGUMENT", f"devices: every device needs a distinct id matching {NAME_RULE}")
+    gpus = sum(d.kind == types_pb2.GPU for d in request.devices)
+    if request.capacity.resources.gpu_mdev > gpus * MDEV_PER_DEVICE:
+        raise Refused("INVALID_ARGUMENT", f"capacity.resources.gpu_mdev: {request.capacity.resources.gpu_mdev} is "
+                                          f"more than the host's {gpus} GPUs hold ({MDEV_PER_DEVICE} a GPU)")
     for i, device in enumerate(request.devices):
         if len(device.device_type) > MAX_GPU_TYPE_CHARS:
             raise Refused("INVALID_ARGUMENT", f"devices[{i}].device_type: at most {MAX_GPU_TYPE_CHARS} characters")
@@ -328,8 +332,22 @@ def _registered(latest: ClusterState, worker: Worker, request: agent_pb2.Registe
     as it is; else refused if it would drop a GPU an admitted claim holds.
     The host's meters are kept either way."""
     _check_devices_kept(latest, worker)
+    _check_devices_own(latest, worker)
     meters[request.host_id] = list(request.devices)
     return [] if latest.workers.get(request.host_id) == worker else [WorkerRegistered(worker)]
+
+
+def _check_devices_own(state: ClusterState, worker: Worker) -> None:
+    """A GPU's id names one device on one host: a host may not register
+    another host's GPU (its windows would be checked against, and its claims
+    placed on, a device the other host's agent meters)."""
+    mine = {d.device_id for d in worker.devices}
+    for other in state.workers.values():
+        taken = sorted(mine.intersection(d.device_id for d in other.devices)) if other.worker_id != worker.worker_id \
+            else ()
+        if taken:
+            raise Refused("INVALID_ARGUMENT", f"devices: {taken[0]!r} is a GPU of host {other.worker_id!r}; a device "
+                                              "id names one device, on one host")
 
 
 def _check_devices_kept(state: ClusterState, worker: Worker) -> None:

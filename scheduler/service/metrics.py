@@ -123,7 +123,18 @@ def _loss(observed: Observed) -> Iterator[CounterMetricFamily]:
                                "by refused-window (GAP_REFUSED) gaps", labels=["host"])
     for host, n in sorted(observed.lost_windows.items()):
         lost.add_metric([host], n)
-    yield from (unaccounted, lost)
+    # an agent's windows against its own history (windows/floors.py, OPERATIONS.md "Security")
+    below = CounterMetricFamily("pool_host_windows_below_idle_floor",
+                                "Windows in which claims occupied a device and it drew below half its own idle "
+                                "floor: the host's agent disagrees with its own history", labels=["host"])
+    for host, n in sorted(observed.floors.below.items()):
+        below.add_metric([host], n)
+    floor = GaugeMetricFamily("pool_device_idle_floor_watts",
+                              "The lowest mean power each device showed with no claim on it, once it has shown "
+                              "enough idle windows to judge by", labels=["host", "device"])
+    for (host, device), uw in sorted(observed.floors.judged().items()):
+        floor.add_metric([host, device], uw / 1e6)
+    yield from (unaccounted, lost, below, floor)
 
 
 class _ViewCollector(Collector):

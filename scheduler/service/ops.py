@@ -26,6 +26,7 @@ from scheduler.service.state import ServiceState
 from scheduler.service.windows.projections import Observed
 
 EXPORT_CHUNK = 1 << 20   # bytes of whole receipts per LedgerChunk
+U64 = (1 << 64) - 1
 
 
 class Total:
@@ -41,6 +42,13 @@ class Total:
 
     def grade(self) -> int:
         return convert.grade(worst(self.grades)) if self.grades else 0
+
+    def figures(self) -> dict[str, int]:
+        """The sums as a DeviceTotal or TenantTotal carries them: each at most
+        the largest uint64, whatever the rows a replayed ledger holds (a sum of
+        uint64 fields can exceed it; protobuf would refuse to encode it)."""
+        return {"uj": min(self.uj, U64), "unaccounted_ns": min(self.unaccounted_ns, U64),
+                "lost_windows": min(self.lost_windows, U64)}
 
 
 class OperationsServicer(ops_pb2_grpc.OperationsServicer):
@@ -107,11 +115,10 @@ class OperationsServicer(ops_pb2_grpc.OperationsServicer):
                 totals[""].unaccounted_ns += span   # the unallocated remainder is unknown in a gap too
             devices[g.worker, g.device_id].unaccounted_ns += span
             devices[g.worker, g.device_id].lost_windows += g.lost_windows
-        answer.totals.extend(ops_pb2.TenantTotal(tenant=t, uj=total.uj, grade=total.grade(),
-                                                 unaccounted_ns=total.unaccounted_ns)
+        answer.totals.extend(ops_pb2.TenantTotal(tenant=t, grade=total.grade(),
+                                                 **{k: v for k, v in total.figures().items() if k != "lost_windows"})
                              for t, total in sorted(totals.items()))
-        answer.devices.extend(ops_pb2.DeviceTotal(worker=w, device_id=d, uj=total.uj, grade=total.grade(),
-                                                  unaccounted_ns=total.unaccounted_ns, lost_windows=total.lost_windows)
+        answer.devices.extend(ops_pb2.DeviceTotal(worker=w, device_id=d, grade=total.grade(), **total.figures())
                               for (w, d), total in sorted(devices.items()))
         return answer
 

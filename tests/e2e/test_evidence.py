@@ -10,6 +10,7 @@ import resource
 import socket
 import threading
 import time
+import urllib.request
 
 import grpc
 import pytest
@@ -431,3 +432,123 @@ def test_submissions_past_the_rate_or_the_open_claim_cap_are_refused(cluster, ha
     # the rate is the caller's own: another principal still has its burst
     beta = s.as_principal("beta").claims
     assert beta.Submit(claims_pb2.SubmitRequest(claim_id="b1", tenant="beta", estimate_uj=1), timeout=10).claim_id == "b1"
+
+
+# -- issue 21, item 4: evidence within what a device can do --------------------------------
+
+def _gap(seq: int, start: int, device: str, version: int, reason: int = types_pb2.GAP_SPOOL_OVERFLOW,
+         lost: int = 0) -> agent_pb2.Window:
+    return agent_pb2.Window(device_id=device, seq=seq, start_ns=start, end_ns=start + SECOND, grade=MODEL,
+                            occupancy_version=version, gap_reason=reason, lost_windows=lost)
+
+
+def _device_total(s, device: str) -> ops_pb2.DeviceTotal:
+    return next(d for d in s.ops.Splits(ops_pb2.SplitsRequest(), timeout=10).devices if d.device_id == device)
+
+
+def test_lost_windows_are_on_gaps_only_and_no_more_than_the_gaps_span_holds(held):
+    s, version, device, t = held
+    measured = window(2, t, 1000, device, version, _job_split(1000))
+    measured.lost_windows = 3
+    refused_batch(s, "h1", measured, details="INVALID_WINDOW: window seq 2 from 'h1': a window with a figure has "
+                                             "no lost windows")
+    refused_batch(s, "h1", _gap(2, t, device, version, lost=2 ** 32 - 1),
+                  details="INVALID_WINDOW: window seq 2 from 'h1': lost_windows 4294967295 is more than a gap of "
+                          "1000000000 ns can hold (21: one window per 50 ms, and one more)")
+    feed = Feed(s, "h1")
+    feed.send(_gap(2, t, device, version, lost=21))   # as much as a second's gap holds: counted
+    feed.acked(2)
+    feed.close()
+    assert _device_total(s, device).lost_windows == 21
+
+
+def test_a_gap_reason_the_contract_does_not_name_is_refused(held):
+    s, version, device, t = held
+    refused_batch(s, "h1", _gap(2, t, device, version, reason=99),
+                  details="INVALID_WINDOW: window seq 2 from 'h1': gap_reason 99 is not a GapReason value")
+
+
+def test_mean_uw_must_be_what_uj_and_the_span_give(held):
+    s, version, device, t = held
+    stated = window(2, t, 1000, device, version, _job_split(1000))
+    stated.mean_uw = 5
+    refused_batch(s, "h1", stated, details="INVALID_WINDOW: window seq 2 from 'h1': mean_uw 5 is not what 1000 µJ "
+                                           "in 1000000000 ns give, 1000")
+    gap = _gap(2, t, device, version, reason=types_pb2.GAP_METER_ERROR)
+    gap.mean_uw = 1
+    refused_batch(s, "h1", gap, details="INVALID_WINDOW: window seq 2 from 'h1': a window with no figure has no "
+                                        "mean_uw")
+    stated.mean_uw = 1000   # 1,000 µJ in one second
+    feed = Feed(s, "h1")
+    feed.send(stated)
+    feed.acked(2)
+    feed.close()
+
+
+def test_a_host_registers_no_more_gpu_than_its_devices_and_no_other_hosts_device(cluster):
+    s = cluster()
+    gpus = [types_pb2.DeviceMeter(device_id=f"h1-gpu{i}", kind=types_pb2.GPU, device_type="NVIDIA H200")
+            for i in range(2)]
+    inflated = agent_pb2.RegisterRequest(host_id="h1", devices=gpus, capacity=types_pb2.Capacity(
+        resources=types_pb2.Resources(cpu_millis=64_000, memory_mb=1 << 20, disk_mb=1 << 20, gpu_mdev=64_000)))
+    refused(s, s.agents.Register, inflated, INVALID, "INVALID_ARGUMENT: capacity.resources.gpu_mdev: 64000 is more "
+                                                     "than the host's 2 GPUs hold (1000 a GPU)")
+    register(s, "h1")
+    refused(s, s.agents.Register, agent_pb2.RegisterRequest(host_id="h2", devices=gpus[1:]), INVALID,
+            "INVALID_ARGUMENT: devices: 'h1-gpu1' is a GPU of host 'h1'; a device id names one device, on one host")
+    register(s, "h1")   # the host itself may register its own devices again
+    [h1] = s.ops.Workers(ops_pb2.WorkersRequest(), timeout=10).workers
+    assert h1.capacity.resources.gpu_mdev == 2000 and len(h1.gpus) == 2
+
+
+def test_splits_answers_for_every_ledger_replay_can_rebuild(cluster):
+    """Three gap windows of 2³²−1 lost windows each, as a scheduler before the
+    rules above took them (written here straight into the ledger), overflowed
+    DeviceTotal.lost_windows (uint32): every unfiltered Splits answered UNKNOWN,
+    and so did it after every restart. Replay takes such a ledger still, and
+    Splits answers with the sum."""
+    from scheduler.ledger.steward import open_ledger
+    from scheduler.service.windows.batch import WINDOWS, Windows, windows_body
+
+    s = cluster()
+    register(s, "h1")
+    s.stop()
+    t, lost = time.time_ns() - 60 * SECOND, 2 ** 32 - 1
+    old = Windows(["h1-gpu0"] * 3, [1, 2, 3], [t, t + SECOND, t + 2 * SECOND], [t + SECOND, t + 2 * SECOND,
+                  t + 3 * SECOND], [None] * 3, ["ModelBased"] * 3, [0] * 3, [], [], [], ["SpoolOverflow"] * 3,
+                  [lost] * 3)
+    steward = open_ledger(s.ledger, s.steward)
+    steward.append(WINDOWS, windows_body("h1", old))
+    steward.close()
+    s.start()
+    total = _device_total(s, "h1-gpu0")
+    assert total.lost_windows == 3 * lost and total.unaccounted_ns == 3 * SECOND
+    assert [g.lost_windows for g in s.ops.Splits(ops_pb2.SplitsRequest(), timeout=10).gaps] == [lost] * 3
+
+
+def test_a_busy_device_below_its_own_idle_floor_is_counted_and_logged(cluster):
+    """The agent is trusted on its own host, but not against its own history:
+    a device that drew 60 W idle for ten windows and then 5 W with a claim on
+    it is counted in pool_host_windows_below_idle_floor_total and logged, and
+    its floor is a gauge (OPERATIONS.md, "Security")."""
+    from .conftest import free_port
+
+    address = f"127.0.0.1:{free_port()}"
+    s = cluster(metrics=address)
+    register(s, "h1", gpus=1)
+    feed = Feed(s, "h1")
+    idle = feed.occupancy()
+    t = time.time_ns() - 120 * SECOND
+    feed.send(*(window(i, t + (i - 1) * SECOND, 60_000_000, "h1-gpu0", idle.version) for i in range(1, 11)))
+    feed.acked(10)
+    assert submit(s, "job", resources=types_pb2.Resources(gpu_mdev=500)).state == types_pb2.ADMITTED
+    busy = next(o for o in iter(feed.occupancy, None) if "job" in o.devices[0].occupants)
+    half = lambda uj: [("job", uj // 2, HW), ("unallocated", uj - uj // 2, HW)]  # noqa: E731
+    feed.send(window(11, t + 10 * SECOND, 5_000_000, "h1-gpu0", busy.version, half(5_000_000)),
+              window(12, t + 11 * SECOND, 50_000_000, "h1-gpu0", busy.version, half(50_000_000)))
+    feed.acked(12)
+    feed.close()
+    text = urllib.request.urlopen(f"http://{address}/metrics", timeout=10).read().decode()
+    assert 'pool_host_windows_below_idle_floor_total{host="h1"} 1.0' in text, "5 W is below; 50 W is not"
+    assert 'pool_device_idle_floor_watts{device="h1-gpu0",host="h1"} 60.0' in text
+    assert "host 'h1': window seq 11 on h1-gpu0 draws 5000000 µW while claims occupy the device" in s.log()

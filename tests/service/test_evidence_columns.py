@@ -10,10 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protos.energy import NS_PER_S
+from protos.energy import NS_PER_S, mean_uw
 from protos.pool.v1 import types_pb2
 from scheduler.service.windows import evidence
-from scheduler.service.windows.columns import Derived, previous_plainly, sums_plainly
+from scheduler.service.windows.columns import Derived, mean_uw_plainly, previous_plainly, sums_plainly
 from scheduler.service.config import Limits
 from scheduler.service.errors import Refused
 from scheduler.service.windows.occupancy import Issued
@@ -51,7 +51,7 @@ def batches(draw, clean: bool | None = None):
     acked = draw(st.integers(0, 3))
     ends = draw(st.dictionaries(st.sampled_from(DEVICES), st.integers(0, NOW), max_size=3))
     columns = {name: [] for name in Windows._fields[:10]}
-    gaps, versions, seq = [], [], acked
+    gaps, lost, mean, versions, seq = [], [], [], [], acked
     one = draw(st.sampled_from([None, 0, 5, 7]))   # the version every window names, or each its own
     last = dict(ends)
     for _ in range(draw(st.integers(0, 8))):
@@ -84,30 +84,36 @@ def batches(draw, clean: bool | None = None):
             columns["occupant"].append(occupant)
             columns["share_uj"].append(share_uj)
             columns["share_grade"].append(share_grade)
-        gaps.append(draw(st.sampled_from([None, "CounterReset"])) if uj is None else
-                    maybe(9, st.just("CounterReset"), st.none()))
+        gaps.append(maybe(6, st.just("99"), st.sampled_from([None, "CounterReset", "SpoolOverflow"])) if uj is None
+                    else maybe(9, st.just("CounterReset"), st.none()))
+        allowed = evidence.lost_allowed(start, end)
+        lost.append(maybe(6, st.sampled_from([allowed + 1, 2 ** 32 - 1]), st.integers(0, min(allowed, 9)))
+                    if uj is None else maybe(9, st.just(3), st.just(0)))
+        stated = mean_uw(uj, end - start)
+        mean.append(maybe(6, st.sampled_from([None if stated is None else stated + 1, 5]),
+                          st.sampled_from([stated, None]) if stated is not None else st.none()))
         versions.append(version)
-    with_gaps = any(g is not None for g in gaps) or None in columns["uj"]
-    windows = Windows(**columns, gap=gaps if with_gaps else None, lost=[0] * len(gaps) if with_gaps else None)
+    with_gaps = any(g is not None for g in gaps) or None in columns["uj"] or any(lost)
+    windows = Windows(**columns, gap=gaps if with_gaps else None, lost=lost if with_gaps else None)
     context = evidence.Context(
         "h1", evidence.device_types(METERS), frozenset({"cpu:0"}), acked, ends, NOW, limits,
         lambda v: Issued(v, ISSUED[v], superseded[v]) if v in ISSUED else None)
-    return context, windows, versions
+    return context, windows, versions, mean
 
 
-def check_plainly(ctx: evidence.Context, windows: Windows, versions: list[int]) -> None:
+def check_plainly(ctx: evidence.Context, windows: Windows, versions: list[int], mean: list | None = None) -> None:
     """`evidence.check` without the speed trick: window by window, rule by rule
     (the reference `check` is tested against)."""
-    rules = evidence._rules(ctx, windows, versions)
+    rules = evidence._rules(ctx, windows, versions, mean)
     for i in range(len(windows.seq)):
         for rule in rules:
             if rule.broken(i):
                 evidence._refuse(ctx.host, windows, i, rule.says)
 
 
-def refusal(check, context, windows, versions) -> str | None:
+def refusal(check, context, windows, versions, mean=None) -> str | None:
     try:
-        check(context, windows, versions)
+        check(context, windows, versions, mean)
     except Refused as refused:
         return str(refused)
     return None
@@ -116,8 +122,8 @@ def refusal(check, context, windows, versions) -> str | None:
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batches())
 def test_column_tests_hold_only_when_no_window_breaks_a_rule_and_check_is_the_plain_check(case):
-    context, windows, versions = case
-    for rule in evidence._rules(context, windows, versions):
+    context, windows, versions, mean = case
+    for rule in evidence._rules(context, windows, versions, mean):
         if rule.holds():
             assert not any(map(rule.broken, range(len(windows.seq)))), rule.says
     assert refusal(evidence.check, *case) == refusal(check_plainly, *case)
@@ -128,7 +134,7 @@ def test_column_tests_hold_only_when_no_window_breaks_a_rule_and_check_is_the_pl
 def test_a_good_batch_with_one_share_changed_is_refused_as_the_plain_check_refuses_it(case, data):
     """The column tests' own ground: a good batch, then one occupant, µJ or
     grade of one share changed."""
-    context, windows, versions = case
+    context, windows, versions, mean = case
     assert refusal(evidence.check, *case) is None
     if not windows.occupant:
         return
@@ -137,7 +143,7 @@ def test_a_good_batch_with_one_share_changed_is_refused_as_the_plain_check_refus
     value = data.draw({"occupant": st.sampled_from(OCCUPANTS), "share_uj": st.integers(0, 10 ** 9),
                        "share_grade": st.sampled_from(GRADES)}[column])
     changed = windows._replace(**{column: [*getattr(windows, column)[:k], value, *getattr(windows, column)[k + 1:]]})
-    case = context, changed, versions
+    case = context, changed, versions, mean
     assert refusal(evidence.check, *case) == refusal(check_plainly, *case)
 
 
@@ -149,7 +155,7 @@ def test_the_batches_are_good_and_bad_and_take_both_ways_of_the_split_test():
     @settings(max_examples=150, deadline=None, database=None)
     @given(batches())
     def tally(case):
-        context, windows, versions = case
+        context, windows, versions, _ = case
         entry = context.occupancy
         good = refusal(check_plainly, *case) is None
         holds = shares_hold(windows, versions, entry, context.packages, context.limits.occupancy_grace_s)
@@ -179,12 +185,13 @@ def test_a_sole_occupant_batch_holds_at_column_speed(grade):
 def test_derived_columns_equal_their_plain_computation(case, period):
     """columns.Derived's shortcuts (one share each; devices in a fixed order)
     against the plain sums and previous ends, also on batches made periodic."""
-    context, windows, _ = case
+    context, windows, _, _ = case
     if period and windows.seq:   # the same batch with its devices cycling through `period` of them
         windows = windows._replace(device=[DEVICES[i % period] for i in range(len(windows.seq))])
     derived = Derived(windows, context.ends)
     assert derived.sums == sums_plainly(windows, derived.bounds)
     assert derived.previous == previous_plainly(context.ends, windows)
+    assert derived.mean_uw == mean_uw_plainly(windows)
     owner = windows.window_of_shares()
     if len(owner) == len(windows.occupant):   # Windows.per_share, which Observed.fold uses, likewise
         assert windows.per_share(windows.end_ns) == [windows.end_ns[i] for i in owner]

@@ -19,6 +19,7 @@ from scheduler.service.config import Limits
 from scheduler.service.windows.batch import GRADES, Windows, batch_columns, windows_body, windows_from_body
 from scheduler.service.errors import Refused
 from scheduler.service.windows.occupancy import Issued
+from scheduler.service.windows.floors import FLOOR_WINDOWS, Floors
 from scheduler.service.windows.projections import Observed, SplitRow, split_rows
 
 HW, MODEL = types_pb2.GRADE_HW_SHUNT, types_pb2.GRADE_MODEL_BASED
@@ -200,3 +201,53 @@ def test_a_batch_over_the_size_limit_is_refused_by_the_door():
     evidence.sized(3, Limits(max_windows_per_batch=3))
     with pytest.raises(Refused, match="TOO_LARGE|over the 3 allowed"):
         evidence.sized(4, Limits(max_windows_per_batch=3))
+
+
+def floors_plainly(batches: list[tuple[str, Windows]]) -> tuple[dict, dict]:
+    """floors.Floors, window by window: (each device's idle floor, windows below half of it per host)."""
+    floor, seen, below = {}, {}, {}
+    for host, w in batches:
+        first = 0
+        for i, n in enumerate(w.shares):
+            shares, first = w.occupant[first:first + n], first + n
+            if w.uj[i] is None or w.end_ns[i] <= w.start_ns[i]:
+                continue
+            key, mean = (host, w.device[i]), w.uj[i] * 1_000_000_000 // (w.end_ns[i] - w.start_ns[i])
+            if shares == ["unallocated"]:
+                seen[key] = seen.get(key, 0) + 1
+                floor[key] = min(floor.get(key, mean), mean)
+            elif seen.get(key, 0) >= FLOOR_WINDOWS and 2 * mean < floor[key]:
+                below[host] = below.get(host, 0) + 1
+    return floor, below
+
+
+@given(st.lists(st.tuples(st.sampled_from(["h1", "h2"]), st.lists(st.tuples(
+    st.sampled_from(["GPU-0", "GPU-1"]), st.one_of(st.none(), st.integers(0, 10 ** 9)), st.integers(-1, 3),
+    st.sampled_from([["unallocated"], ["a"], ["a", "unallocated"], []])), max_size=30)), max_size=6))
+def test_the_idle_floors_and_the_windows_below_them_are_the_plain_count(batches):
+    made = []
+    for host, rows in batches:
+        start = [i * 10 for i in range(len(rows))]
+        made.append((host, Windows([d for d, *_ in rows], list(range(1, len(rows) + 1)), start,
+                                   [s + 10 * span for s, (_, _, span, _) in zip(start, rows)],
+                                   [uj for _, uj, _, _ in rows], ["HwShunt"] * len(rows),
+                                   [len(o) for *_, o in rows], [x for *_, o in rows for x in o],
+                                   [0 for *_, o in rows for _ in o], ["HwShunt" for *_, o in rows for _ in o])))
+    floors = Floors()
+    for host, w in made:
+        floors.feed(host, w)
+    floor, below = floors_plainly(made)
+    assert floors.floor_uw == floor and dict(floors.below) == below
+
+
+def test_a_busy_window_below_half_the_idle_floor_is_counted_and_logged(caplog):
+    s = 1_000_000_000
+    floors, idle = Floors(), Windows(["GPU-0"] * 10, list(range(1, 11)), [i * s for i in range(10)],
+                                     [(i + 1) * s for i in range(10)], [60_000_000] * 10, ["HwShunt"] * 10, [1] * 10,
+                                     ["unallocated"] * 10, [60_000_000] * 10, ["HwShunt"] * 10)
+    floors.feed("h1", idle)   # 60 W for ten windows
+    busy = Windows(["GPU-0", "GPU-0"], [11, 12], [10 * s, 11 * s], [11 * s, 12 * s], [5_000_000, 40_000_000],
+                   ["HwShunt"] * 2, [1, 1], ["job", "job"], [5_000_000, 40_000_000], ["HwShunt"] * 2)
+    floors.feed("h1", busy)   # 5 W, then 40 W, with a claim on it
+    assert dict(floors.below) == {"h1": 1} and floors.judged() == {("h1", "GPU-0"): 60_000_000}
+    assert "host 'h1': window seq 11 on GPU-0 draws 5000000 µW while claims occupy the device" in caplog.text

@@ -121,25 +121,32 @@ def windows_from_body(body: Mapping[str, Any]) -> tuple[str, Windows]:
 _GRADE_NAMES = {int(g): g.name for g in Grade}   # a wire value outside these becomes None
 
 
-def batch_columns(batch: agent_pb2.WindowBatch) -> tuple[WireWindows, list[int]]:
+def batch_columns(batch: agent_pb2.WindowBatch) -> tuple[WireWindows, list[int], list[int | None]]:
     """A batch straight into the body's columns, a field at a time at C speed
-    (no object per window), and beside them each window's occupancy version
-    (checked, not recorded: the shares it produced are). Unchecked: see
-    evidence.py."""
+    (no object per window), and beside them two columns that are checked, not
+    recorded: each window's occupancy version (the shares it produced are
+    recorded) and its stated mean_uw (None where unset; uj and the span give
+    it). Unchecked: see evidence.py. A gap reason the contract does not name
+    is kept as its number, in text, for the evidence rules to refuse."""
     windows = list(batch.windows)   # one wrapper per message: each pass over the field would make new ones
     shares = _column(windows, "shares")
     flat = list(chain.from_iterable(shares))
     uj = _column(windows, "uj")
     if 0 in uj:   # an unset figure reads 0: ask only then
         uj = [u if u or w.HasField("uj") else None for u, w in zip(uj, windows)]
-    gap = lost = None
-    reasons = _column(windows, "gap_reason")
-    if None in uj or any(reasons):   # the gap columns exist only in a batch with a gap (or a bad window)
-        gap, lost = list(map(GAP_NAMES.get, reasons)), _column(windows, "lost_windows")
+    gap = None
+    reasons, lost = _column(windows, "gap_reason"), _column(windows, "lost_windows")
+    if None in uj or any(reasons) or any(lost):   # the gap columns exist only in a batch with a gap (or a bad window)
+        gap = [GAP_NAMES.get(r, str(r)) if r else None for r in reasons]
+    else:
+        lost = None
+    mean = _column(windows, "mean_uw")
+    if 0 in mean:   # likewise
+        mean = [m if m or w.HasField("mean_uw") else None for m, w in zip(mean, windows)]
     return (WireWindows(_column(windows, "device_id"), _column(windows, "seq"), _column(windows, "start_ns"),
                         _column(windows, "end_ns"), uj, _grades(windows), list(map(len, shares)),
                         _column(flat, "occupant"), _column(flat, "uj"), _grades(flat), gap, lost),
-            _column(windows, "occupancy_version"))
+            _column(windows, "occupancy_version"), mean)
 
 
 def _column(messages: list, field: str) -> list:

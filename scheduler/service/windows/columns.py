@@ -1,23 +1,27 @@
 """Columns derived from one host's batch, for the evidence rules: each
 computed when a rule first reads it, once per batch.
 
-Two have a speed trick, each beside the plain computation it must equal
+Three have a speed trick, each beside the plain computation it must equal
 (tests/service/test_evidence_columns.py compares them on random batches):
 
 - `sums`, each window's shares summed: when every window has one share
   (a sole occupant's window, the usual one), that share is the sum;
 - `previous`, the end of the window before each on its device: when the
   batch's devices repeat in one fixed order (an agent cuts every device at
-  each boundary), it is the end `period` windows back.
+  each boundary), it is the end `period` windows back;
+- `mean_uw`, each window's mean power from its uj and span: when every
+  window has a figure and a positive span, a map over the columns rather
+  than a call per window.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import cached_property
-from itertools import accumulate
-from operator import sub
+from itertools import accumulate, repeat
+from operator import floordiv, mul, sub
 
+from protos.energy import NS_PER_S, mean_uw
 from scheduler.service.windows.batch import Windows
 
 
@@ -52,6 +56,16 @@ class Derived:
         return sums_plainly(self.windows, self.bounds)
 
     @cached_property
+    def mean_uw(self) -> list[int | None]:
+        """Each window's mean power, as its uj and span give it (protos.energy.mean_uw):
+        when every window has a figure and a positive span, three maps over
+        the columns."""
+        w = self.windows
+        if None not in w.uj and self.shortest is not None and self.shortest > 0:
+            return list(map(floordiv, map(mul, w.uj, repeat(NS_PER_S)), map(sub, w.end_ns, w.start_ns)))
+        return mean_uw_plainly(w)
+
+    @cached_property
     def previous(self) -> list[int]:
         """For each window, the end of the window before it on its device: in
         the batch, else the last one counted (0 for a device's first window)."""
@@ -64,6 +78,10 @@ class Derived:
 def sums_plainly(w: Windows, bounds: list[int]) -> list[int]:
     total = list(accumulate(w.share_uj, initial=0))
     return list(map(sub, map(total.__getitem__, bounds[1:]), map(total.__getitem__, bounds)))
+
+
+def mean_uw_plainly(w: Windows) -> list[int | None]:
+    return [mean_uw(u, e - s) for u, s, e in zip(w.uj, w.start_ns, w.end_ns)]
 
 
 def previous_plainly(ends: Mapping[str, int], w: Windows) -> list[int]:

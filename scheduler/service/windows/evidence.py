@@ -44,11 +44,12 @@ grace), since the agent may have been measuring before it could connect.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from itertools import compress, count
-from operator import ge, lt
+from itertools import compress, count, repeat
+from operator import ge, is_not, lt
 from typing import NamedTuple
 
-from protos.energy import NS_PER_S
+from protos.energy import NS_PER_S, GapReason
+from protos.limits import LOST_WINDOW_NS
 from protos.pool.v1 import types_pb2
 from protos.refusals import window_seq_metadata
 from scheduler.kernel.limits import NAME
@@ -60,6 +61,15 @@ from scheduler.service.windows.batch import CPU_PREFIX, Windows
 from scheduler.service.windows.splits_held import device_weights, expected_shares, shares_hold
 
 _SHOWN = 4               # shares quoted in a refusal
+GAP_REASONS = frozenset(GapReason.__members__)   # the gap reasons the contract names, as the body has them
+
+
+def lost_allowed(start_ns: int, end_ns: int) -> int:
+    """The most measured windows a gap from start_ns to end_ns can stand for:
+    one per LOST_WINDOW_NS of its span, and one more (an agent's windows are no
+    shorter than its meters' ~100 ms update, and a refused window's gap stands
+    for that one window whatever its span)."""
+    return max(0, end_ns - start_ns) // LOST_WINDOW_NS + 1
 
 
 # -- the rules -----------------------------------------------------------------------
@@ -100,25 +110,27 @@ def sized(windows: int, limits: Limits) -> None:
                                    f"{limits.max_windows_per_batch} allowed (limits.max_windows_per_batch)")
 
 
-def admit(ctx: Context, windows: Windows, versions: list[int]) -> tuple[Windows, list[int]]:
+def admit(ctx: Context, windows: Windows, versions: list[int], mean_uw: list[int | None] | None = None
+          ) -> tuple[Windows, list[int]]:
     """The door: the batch's new windows (above `ctx.acked`, the host's
     counted seq) and their occupancy versions, once every rule passes; else
-    INVALID_WINDOW (Refused) and nothing of the batch counts."""
+    INVALID_WINDOW (Refused) and nothing of the batch counts. `mean_uw`: what
+    each window states its mean power is (None: unstated, or not given)."""
     check_order(ctx.host, windows)
     fresh = windows.since(ctx.acked)
-    versions = versions[len(windows.seq) - len(fresh.seq):]
-    check(ctx, fresh, versions)
-    return fresh, versions
+    resent = len(windows.seq) - len(fresh.seq)
+    check(ctx, fresh, versions[resent:], None if mean_uw is None else mean_uw[resent:])
+    return fresh, versions[resent:]
 
 
-def check(ctx: Context, windows: Windows, versions: list[int]) -> None:
+def check(ctx: Context, windows: Windows, versions: list[int], mean_uw: list[int | None] | None = None) -> None:
     """Refuse the batch if any window breaks a rule: INVALID_WINDOW naming the
     earliest bad window, and for it the first rule it breaks. `windows` are
     the batch's new windows (above the counted seq); `versions` their
     occupancy versions. A rule whose whole-column test passes costs no look
     at each window."""
     everyone = range(len(windows.seq))
-    found = [(first, rule) for rule in _rules(ctx, windows, versions)
+    found = [(first, rule) for rule in _rules(ctx, windows, versions, mean_uw)
              if not rule.holds() and (first := next(filter(rule.broken, everyone), None)) is not None]
     if found:
         first, rule = min(found, key=lambda f: f[0])   # min keeps the first rule among equals
@@ -138,7 +150,7 @@ def check_order(host: str, windows: Windows) -> None:
         _refuse(host, windows, first, lambda i: "seq must be ≥ 1 and above the seq before it")
 
 
-def _rules(ctx: Context, w: Windows, versions: list[int]) -> list[Rule]:
+def _rules(ctx: Context, w: Windows, versions: list[int], mean_uw: list[int | None] | None = None) -> list[Rule]:
     """The rules, in the order a window's first broken one is reported."""
     limits = ctx.limits
     derived = Derived(w, ctx.ends)
@@ -177,6 +189,23 @@ def _rules(ctx: Context, w: Windows, versions: list[int]) -> list[Rule]:
         Rule(lambda i: w.uj[i] is not None and w.gap is not None and w.gap[i] is not None,
              lambda i: "a window with a figure has no gap reason",
              lambda: w.gap is None),
+        Rule(lambda i: w.gap is not None and w.gap[i] is not None and w.gap[i] not in GAP_REASONS,
+             lambda i: f"gap_reason {w.gap[i]} is not a GapReason value",
+             lambda: w.gap is None or set(w.gap) <= GAP_REASONS | {None}),
+        Rule(lambda i: w.lost is not None and w.lost[i] > 0 and w.uj[i] is not None,
+             lambda i: "a window with a figure has no lost windows (lost_windows is for gaps)",
+             lambda: w.lost is None or not any(compress(w.lost, map(is_not, w.uj, repeat(None))))),
+        Rule(lambda i: w.lost is not None and w.lost[i] > lost_allowed(w.start_ns[i], w.end_ns[i]),
+             lambda i: f"lost_windows {w.lost[i]} is more than a gap of {w.end_ns[i] - w.start_ns[i]} ns can "
+                       f"hold ({lost_allowed(w.start_ns[i], w.end_ns[i])}: one window per "
+                       f"{LOST_WINDOW_NS // 1_000_000} ms, and one more)",
+             lambda: w.lost is None or not any(w.lost) or derived.shortest is not None
+             and max(w.lost) <= lost_allowed(0, max(0, derived.shortest))),
+        Rule(lambda i: mean_uw is not None and mean_uw[i] != derived.mean_uw[i] and mean_uw[i] is not None,
+             lambda i: (f"mean_uw {mean_uw[i]} is not what {w.uj[i]} µJ in {w.end_ns[i] - w.start_ns[i]} ns give, "
+                        f"{derived.mean_uw[i]}") if derived.mean_uw[i] is not None else
+                       "a window with no figure has no mean_uw",
+             lambda: mean_uw is None or derived.mean_uw == mean_uw or all(m is None for m in mean_uw)),
         Rule(lambda i: w.uj[i] is not None and w.uj[i] * NS_PER_S > (w.end_ns[i] - w.start_ns[i])
              * power[w.device[i]] * 1_000_000,
              lambda i: f"{w.uj[i]} µJ in {w.end_ns[i] - w.start_ns[i]} ns is above {power[w.device[i]]} W, "

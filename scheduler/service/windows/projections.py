@@ -21,6 +21,7 @@ from typing import NamedTuple
 from protos.energy import worst
 from scheduler.kernel import ClaimState, ClusterState, MeterDelta, Metered, Observation, counted
 from scheduler.service.windows.batch import CPU_PREFIX, GRADES, Windows
+from scheduler.service.windows.floors import Floors
 from scheduler.service.windows.occupancy import Holders
 
 OBSERVATIONS_PER_CLAIM = 512  # windows kept per claim for idle verdicts
@@ -74,6 +75,7 @@ class Observed:
 
     def __init__(self, retention: int) -> None:
         self.holders = Holders()   # who occupies what on each host, for every batch folded and checked
+        self.floors = Floors()     # each device's idle floor, and the windows below it (noticing, floors.py)
         self.rows: deque[SplitRow] = deque(maxlen=retention)
         self.rows_dropped = 0   # rows the retention has pushed out: rows[i] is row number rows_dropped + i
         # per claim: its recent windows
@@ -107,6 +109,7 @@ class Observed:
         on_device = self.holders(state, worker)
         self._observe(on_device, fresh, seq)
         self._gaps(state, worker, on_device, fresh, seq)
+        self.floors.feed(worker, fresh)
 
     def _observe(self, on_device: Mapping[str, Mapping[str, int]], w: Windows, seq: int) -> None:
         """Each claim on a window's device sees the window: its own share's µJ
