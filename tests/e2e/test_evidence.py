@@ -543,7 +543,7 @@ def test_a_busy_device_below_its_own_idle_floor_is_counted_and_logged(cluster):
     feed.acked(10)
     assert submit(s, "job", resources=types_pb2.Resources(gpu_mdev=500)).state == types_pb2.ADMITTED
     busy = next(o for o in iter(feed.occupancy, None) if "job" in o.devices[0].occupants)
-    half = lambda uj: [("job", uj // 2, HW), ("unallocated", uj - uj // 2, HW)]  # noqa: E731
+    half = lambda uj: [("job", uj // 2, MODEL), ("unallocated", uj - uj // 2, MODEL)]  # noqa: E731  (divided)
     feed.send(window(11, t + 10 * SECOND, 5_000_000, "h1-gpu0", busy.version, half(5_000_000)),
               window(12, t + 11 * SECOND, 50_000_000, "h1-gpu0", busy.version, half(50_000_000)))
     feed.acked(12)
