@@ -13,6 +13,9 @@ then the caller, the watchers and the agents (occupancy) hear of it.
 Decisions are serialised by the event loop: nothing awaits between deciding
 and queueing. The latest state is private: servicers read through `read()`
 and change only through decide/record.
+
+(Over 300 lines: one pipeline, its doors and its checkpoints; what a
+receipt does to the state is state.py's, and a window's checks windows/'s.)
 """
 
 from __future__ import annotations
@@ -162,8 +165,13 @@ class Engine:
 
     async def record(self, judge: Judge, now_ns: int) -> Change:
         """Commit the events `judge` finds on the latest state, each folded on
-        its own (no schedule pass: a change that frees or takes nothing)."""
-        return await self.queue([(e.kind, e.to_body(), e) for e in judge(self._latest)], now_ns)
+        its own (no schedule pass: a change that frees or takes nothing); when
+        it finds none, wait for what is in flight to be durable."""
+        events = list(judge(self._latest))
+        if not events:
+            await self.durable()
+            return Change(frozenset(), frozenset(), now_ns)
+        return await self.queue([(e.kind, e.to_body(), e) for e in events], now_ns)
 
     def queue(self, records: Iterable[Record], now_ns: int,
               decision: Decision | None = None) -> Coroutine[Any, Any, Change]:
@@ -288,7 +296,8 @@ class Engine:
         if callable(first):
             first = list(first(self._latest))
             if not first:
-                return await self.queue((), now_ns)
+                await self.durable()
+                return Change(frozenset(), frozenset(), now_ns)
         first = list(first)
         decision = decide(self._latest.kernel, first, now_ns)
         return await self.queue([(e.kind, e.to_body(), e) for e in (*first, *decision.events)], now_ns,
