@@ -34,9 +34,6 @@ class Window:
     reason: GapReason | None = None  # why uj is None, on the wire
     lost_windows: int = 0            # measured windows merged into this gap (spool overflow)
 
-    def as_json(self) -> dict:
-        return window_json(self.as_proto())
-
     def as_proto(self) -> agent_pb2.Window:
         msg = agent_pb2.Window(device_id=self.device_id, seq=self.seq, start_ns=self.start_ns,
                                end_ns=self.end_ns, grade=int(self.grade),

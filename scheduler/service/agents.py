@@ -14,6 +14,9 @@ mark it not live. A host becomes live with its first counted batch, and is
 marked not live by the tick once it has had no stream for
 RECONNECT_GRACE_S (main.py): a stream that ends, refused or not, writes
 nothing itself.
+
+(Over 300 lines: registration and its checks, and the stream with its
+outbox and flow control; what a window must be is windows/evidence.py's.)
 """
 
 from __future__ import annotations

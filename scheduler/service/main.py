@@ -142,9 +142,10 @@ def store_failed(exc: StoreError) -> StartupError:
     return StartupError(f"{exc.code}: {exc}", exit_status(exc))
 
 
-def open_ledger(config: SchedulerConfig, engine: Engine, accept_loss: bool = False,
-                store: Store | None = None) -> Steward:
-    """Open, test-write, verify and replay the ledger: the SQLite file, or the
+def open_and_replay(config: SchedulerConfig, engine: Engine, accept_loss: bool = False,
+                    store: Store | None = None) -> Steward:
+    """Open, test-write, verify and replay the scheduler's ledger into `engine` (the
+    ledger's own opening, for any program, is steward.open_ledger): the SQLite file, or the
     shared `store` (PostgreSQL, service/leader.py). StoreFull (before anything
     is replayed) when the test write finds the disk full, for the caller to wait;
     with a shared store, a StoreError that waiting may mend (PostgreSQL away)
@@ -277,7 +278,7 @@ class Scheduler:
             alive = asyncio.create_task(_watchdog())
             try:
                 steward = await self.leadership.acquire(
-                    lambda store: open_ledger(self.config, self.engine, self.accept_ledger_loss, store))
+                    lambda store: open_and_replay(self.config, self.engine, self.accept_ledger_loss, store))
             except StoreError as exc:
                 raise StartupError(f"no longer the leader of the ledger ({exc}): stepping down without writing",
                                    STEPPED_DOWN) from None
@@ -296,7 +297,7 @@ class Scheduler:
                  steward.length, replayed_s)
         config_event = self.config.config_event()
         changed = self.engine.read().state.config_digest != config_event.digest   # replayed: all durable
-        try:   # deciding even with nothing new runs a pass: what time alone makes admissible is admitted
+        try:   # deciding even with nothing new judges everything that could move (and rolls a period passed)
             await self.engine.decide([config_event] if changed else [], time.time_ns())
         except EventError as exc:
             raise StartupError(f"the configuration cannot replace the one in the ledger: {exc}") from None
@@ -314,7 +315,7 @@ class Scheduler:
         log.info("serving on %s", self.config.server.listen)
 
     async def _open_ledger(self) -> Steward:
-        """open_ledger; while the ledger's disk is full, health stays NOT_SERVING
+        """open_and_replay; while the ledger's disk is full, health stays NOT_SERVING
         (systemd told why, and that start-up goes on) and the test write is
         tried again every PROBE_EVERY_S, so the scheduler serves once space is
         freed, without a restart. Said once in the log, and once when it ends."""
@@ -322,7 +323,7 @@ class Scheduler:
         waiting_since: float | None = None
         while True:
             try:
-                steward = await loop.run_in_executor(None, open_ledger, self.config, self.engine,
+                steward = await loop.run_in_executor(None, open_and_replay, self.config, self.engine,
                                                      self.accept_ledger_loss)
             except StoreFull as exc:
                 if waiting_since is None:

@@ -35,7 +35,9 @@ def step(state: kernel.ClusterState, n: int, op: tuple) -> kernel.ClusterState:
         return checkpoint.compacted(state)
     else:   # the claims become new objects, as after a start-up from a checkpoint
         return checkpoint.restore(dcbor.decode(dcbor.encode(checkpoint.snapshot(state), limit=None)))
-    return state if isinstance(event, kernel.KernelError) else kernel.decide(state, [event], n * 10).state
+    if event is None or isinstance(event, kernel.KernelError):   # (progress: None for the count it has)
+        return state
+    return kernel.decide(state, [event], n * 10).state
 
 
 @given(OPS)

@@ -94,7 +94,7 @@ class Windows(NamedTuple):
 
 class WireWindows(Windows):
     """A batch's columns as read from its protobuf messages
-    (convert.batch_columns): every item is of the type its field declares,
+    (batch_columns): every item is of the type its field declares,
     text (the TEXT columns) or an integer within uint64, or None where a
     field may be unset; window_body takes such columns without looking at
     each item."""

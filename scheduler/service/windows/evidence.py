@@ -13,8 +13,8 @@ earlier, as the batch arrives and before flow control reads its windows in:
 its size (`sized`, limits.max_windows_per_batch). What the ledger needs of
 a body (item types, integer range, size) is window_body.py's.
 
-Each rule is written plainly, for one window (`Rule.broken`), and comes with
-a test over whole columns (`Rule.holds`) that passes a good batch without a
+Each rule is written plainly, for one window (`WindowRule.broken`), and comes with
+a test over whole columns (`WindowRule.holds`) that passes a good batch without a
 look at each window: a batch of 1,000 windows costs a few dozen list
 operations at C speed, not 12,000 rule calls. The column tests are the only
 speed trick here, and the plain check (window by window, rule by rule,
@@ -87,7 +87,7 @@ class Context(NamedTuple):
     occupancy: Callable[[int], Issued | None]   # an occupancy version -> what was sent under it
 
 
-class Rule(NamedTuple):
+class WindowRule(NamedTuple):
     """One rule a window must pass, as data (h11). `broken(i)` is the rule
     itself, for window i, written plainly; `says(i)` what it says about that
     window. `holds()` is the speed trick: a test over whole columns, true
@@ -150,7 +150,7 @@ def check_order(host: str, windows: Windows) -> None:
         _refuse(host, windows, first, lambda i: "seq must be ≥ 1 and above the seq before it")
 
 
-def _rules(ctx: Context, w: Windows, versions: list[int], mean_uw: list[int | None] | None = None) -> list[Rule]:
+def _rules(ctx: Context, w: Windows, versions: list[int], mean_uw: list[int | None] | None = None) -> list[WindowRule]:
     """The rules, in the order a window's first broken one is reported."""
     limits = ctx.limits
     derived = Derived(w, ctx.ends)
@@ -161,60 +161,60 @@ def _rules(ctx: Context, w: Windows, versions: list[int], mean_uw: list[int | No
     entry = _memo(ctx.occupancy)
     problems = _memo(lambda _: _occupancy_problems(ctx, w, versions, derived.bounds, entry))
     return [
-        Rule(lambda i: w.device[i] in unknown,
+        WindowRule(lambda i: w.device[i] in unknown,
              lambda i: f"device {w.device[i]!r} was not registered",
              lambda: not unknown),
-        Rule(lambda i: w.seq[i] - ctx.acked > limits.max_seq_advance,
+        WindowRule(lambda i: w.seq[i] - ctx.acked > limits.max_seq_advance,
              lambda i: f"seq is more than {limits.max_seq_advance} above the {ctx.acked} counted",
              lambda: max(w.seq, default=ctx.acked) - ctx.acked <= limits.max_seq_advance),
-        Rule(lambda i: w.end_ns[i] <= w.start_ns[i],
+        WindowRule(lambda i: w.end_ns[i] <= w.start_ns[i],
              lambda i: "end_ns must be after start_ns",
              lambda: derived.shortest is None or derived.shortest > 0),
-        Rule(lambda i: w.end_ns[i] > latest,
+        WindowRule(lambda i: w.end_ns[i] > latest,
              lambda i: f"end_ns {w.end_ns[i]} is more than {limits.clock_skew_s} s after the scheduler's clock",
              lambda: max(w.end_ns, default=latest) <= latest),
-        Rule(lambda i: w.start_ns[i] < earliest,
+        WindowRule(lambda i: w.start_ns[i] < earliest,
              lambda i: f"start_ns {w.start_ns[i]} is more than {limits.max_window_age_s} s before the scheduler's clock",
              lambda: min(w.start_ns, default=earliest) >= earliest),
-        Rule(lambda i: w.start_ns[i] < derived.previous[i],
+        WindowRule(lambda i: w.start_ns[i] < derived.previous[i],
              lambda i: f"start_ns {w.start_ns[i]} is before the end of the device's previous window, "
                        f"{derived.previous[i]}",
              lambda: not any(map(lt, w.start_ns, derived.previous))),
-        Rule(lambda i: w.grade[i] is None or None in w.share_grade[derived.bounds[i]:derived.bounds[i + 1]],
+        WindowRule(lambda i: w.grade[i] is None or None in w.share_grade[derived.bounds[i]:derived.bounds[i + 1]],
              lambda i: "the window and each of its shares need a grade",
              lambda: None not in w.grade and None not in w.share_grade),
-        Rule(lambda i: w.uj[i] is None and w.shares[i] > 0,
+        WindowRule(lambda i: w.uj[i] is None and w.shares[i] > 0,
              lambda i: "a window with no figure has no shares",
              lambda: None not in w.uj),
-        Rule(lambda i: w.uj[i] is not None and w.gap is not None and w.gap[i] is not None,
+        WindowRule(lambda i: w.uj[i] is not None and w.gap is not None and w.gap[i] is not None,
              lambda i: "a window with a figure has no gap reason",
              lambda: w.gap is None),
-        Rule(lambda i: w.gap is not None and w.gap[i] is not None and w.gap[i] not in GAP_REASONS,
+        WindowRule(lambda i: w.gap is not None and w.gap[i] is not None and w.gap[i] not in GAP_REASONS,
              lambda i: f"gap_reason {w.gap[i]} is not a GapReason value",
              lambda: w.gap is None or set(w.gap) <= GAP_REASONS | {None}),
-        Rule(lambda i: w.lost is not None and w.lost[i] > 0 and w.uj[i] is not None,
+        WindowRule(lambda i: w.lost is not None and w.lost[i] > 0 and w.uj[i] is not None,
              lambda i: "a window with a figure has no lost windows (lost_windows is for gaps)",
              lambda: w.lost is None or not any(compress(w.lost, map(is_not, w.uj, repeat(None))))),
-        Rule(lambda i: w.lost is not None and w.lost[i] > lost_allowed(w.start_ns[i], w.end_ns[i]),
+        WindowRule(lambda i: w.lost is not None and w.lost[i] > lost_allowed(w.start_ns[i], w.end_ns[i]),
              lambda i: f"lost_windows {w.lost[i]} is more than a gap of {w.end_ns[i] - w.start_ns[i]} ns can "
                        f"hold ({lost_allowed(w.start_ns[i], w.end_ns[i])}: one window per "
                        f"{LOST_WINDOW_NS // 1_000_000} ms, and one more)",
              lambda: w.lost is None or not any(w.lost) or derived.shortest is not None
              and max(w.lost) <= lost_allowed(0, max(0, derived.shortest))),
-        Rule(lambda i: mean_uw is not None and mean_uw[i] != derived.mean_uw[i] and mean_uw[i] is not None,
+        WindowRule(lambda i: mean_uw is not None and mean_uw[i] != derived.mean_uw[i] and mean_uw[i] is not None,
              lambda i: (f"mean_uw {mean_uw[i]} is not what {w.uj[i]} µJ in {w.end_ns[i] - w.start_ns[i]} ns give, "
                         f"{derived.mean_uw[i]}") if derived.mean_uw[i] is not None else
                        "a window with no figure has no mean_uw",
              lambda: mean_uw is None or derived.mean_uw == mean_uw or all(m is None for m in mean_uw)),
-        Rule(lambda i: w.uj[i] is not None and w.uj[i] * NS_PER_S > (w.end_ns[i] - w.start_ns[i])
+        WindowRule(lambda i: w.uj[i] is not None and w.uj[i] * NS_PER_S > (w.end_ns[i] - w.start_ns[i])
              * power[w.device[i]] * 1_000_000,
              lambda i: f"{w.uj[i]} µJ in {w.end_ns[i] - w.start_ns[i]} ns is above {power[w.device[i]]} W, "
                        f"the most a {ctx.device_types.get(w.device[i], 'cpu')!r} device may draw",
              lambda: _within_power(w, derived, power)),
-        Rule(lambda i: w.shares[i] > 0 and w.uj[i] is not None and derived.sums[i] != w.uj[i],
+        WindowRule(lambda i: w.shares[i] > 0 and w.uj[i] is not None and derived.sums[i] != w.uj[i],
              lambda i: f"shares sum to {derived.sums[i]}, not {w.uj[i]}",
              lambda: derived.sums == w.uj),
-        Rule(lambda i: bool(problems(None)[i]),
+        WindowRule(lambda i: bool(problems(None)[i]),
              lambda i: problems(None)[i],
              lambda: shares_hold(w, versions, entry, ctx.packages, limits.occupancy_grace_s)),
     ]

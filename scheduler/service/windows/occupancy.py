@@ -167,9 +167,8 @@ class Occupancies:
 
     def find(self, state: ClusterState, host: str, version: int, current: int, opened_ns: int) -> Issued | None:
         """What the scheduler sent as `version` (current: the host's version now)."""
-        if version == current:
-            return issued(state, host, version, self._holders)   # from the state itself: a re-registration may
-            # have changed it
+        if version == current:   # from the state itself: a re-registration may have changed it
+            return issued(state, host, version, self._holders)
         if version == 0:
             return Issued(0, {}, opened_ns)
         return next((e.issued() for e in self._by_host.get(host, ()) if e.version == version), None)
