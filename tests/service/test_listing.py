@@ -95,8 +95,9 @@ def test_every_field_a_status_can_fill_is_compared(tmp_path):
         listed = (await ClaimsServicer.List.__wrapped__(servicer, request, None)).claims
         assert list(listed) == _plain(servicer, engine.read(), request)
         filled = {field.name for status in listed for field, _ in status.ListFields()}
-        # all but a borrowed admission's two fields: a claim with the user's own estimate may not borrow
-        assert filled == {f.name for f in claims_pb2.ClaimStatus.DESCRIPTOR.fields} - {"borrowed", "borrowed_uj"}
+        # all but a borrowed admission's two fields (a claim with the user's own estimate may not borrow) and
+        # `bound`, which only Bind sets (RULES §10)
+        assert filled == {f.name for f in claims_pb2.ClaimStatus.DESCRIPTOR.fields} - {"borrowed", "borrowed_uj", "bound"}
         await close(engine, steward)
 
     asyncio.run(run())

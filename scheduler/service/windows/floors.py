@@ -47,29 +47,38 @@ class Floors:
 
     def feed(self, host: str, w: Windows) -> None:
         """A host's new windows, as counted."""
-        if None in w.uj or not w.seq or min(map(sub, w.end_ns, w.start_ns)) <= 0:
+        spans = list(map(sub, w.end_ns, w.start_ns))
+        if None in w.uj or not spans or min(spans) <= 0:
             w = _measured(w)
             if not w.seq:
                 return
-        means = list(map(floordiv, map(mul, w.uj, repeat(NS_PER_S)), map(sub, w.end_ns, w.start_ns)))
+            spans = list(map(sub, w.end_ns, w.start_ns))
         if w.shares == [1] * len(w.shares) and w.occupant.count(UNALLOCATED) == len(w.occupant):
-            self._idle(host, w.device, means)   # every device idle: the usual batch, no look at each share
+            # every device idle, the usual batch: no look at each share; and when every window
+            # lasts as long (an agent's fixed window), each device's lowest µJ gives its lowest mean
+            if spans.count(spans[0]) == len(spans):
+                self._idle(host, *_lowest(w.device, w.uj, spans[0]))
+            else:
+                self._idle(host, w.device, list(map(floordiv, map(mul, w.uj, repeat(NS_PER_S)), spans)))
             return
+        means = list(map(floordiv, map(mul, w.uj, repeat(NS_PER_S)), spans))
         first = 0
         for i, (device, n) in enumerate(zip(w.device, w.shares)):   # in order: a window is judged by those before
             if n == 1 and w.occupant[first] == UNALLOCATED:
-                self._idle(host, (device,), (means[i],))
+                self._idle(host, [device], [means[i]])
             else:
                 self._busy(host, w, i, means[i])
             first += n
 
-    def _idle(self, host: str, devices, means) -> None:
+    def _idle(self, host: str, devices: list[str], means: list[int], counts: list[int] | None = None) -> None:
+        """Idle windows' means on `devices` (with `counts`: one lowest mean per
+        device, standing for that many windows)."""
         floor, seen = self.floor_uw, self._idle_seen
-        for device, mean in zip(devices, means):
-            key = (host, device)
-            seen[key] += 1
-            if mean < floor.get(key, mean + 1):
-                floor[key] = mean
+        for k, (device, device_means) in enumerate(_by_device(devices, means)):
+            key, low = (host, device), min(device_means)
+            seen[key] += len(device_means) if counts is None else counts[k]
+            if low < floor.get(key, low + 1):
+                floor[key] = low
 
     def _busy(self, host: str, w: Windows, i: int, mean: int) -> None:
         key = (host, w.device[i])
@@ -84,6 +93,28 @@ class Floors:
                         "idle floor of %d µW (the lowest of its %d idle windows): the agent's figures disagree "
                         "with its own history (%d such windows from this host so far)", host, w.seq[i],
                         w.device[i], mean, floor, self._idle_seen[key], self.below[host])
+
+
+def _by_device(devices: list[str], means: list[int]) -> list[tuple[str, list[int]]]:
+    """Each device with its windows' means. When the devices repeat in one
+    fixed order (an agent cuts every device at each boundary: the usual
+    batch), a slice each, as columns.Derived.previous does; else one by one.
+    tests/service/test_windows.py holds Floors to a window-by-window count."""
+    period = len(set(devices[:64]))
+    if period and devices[period:] == devices[:-period] and len(set(devices[:period])) == period:
+        return [(devices[i], means[i::period]) for i in range(period)]
+    grouped: dict[str, list[int]] = {}
+    for device, mean in zip(devices, means):
+        grouped.setdefault(device, []).append(mean)
+    return list(grouped.items())
+
+
+def _lowest(devices: list[str], uj: list[int], span: int) -> tuple[list[str], list[int], list[int]]:
+    """For windows all `span` long: each device once, with its lowest mean
+    (its lowest µJ over the span) and how many windows it had."""
+    grouped = _by_device(devices, uj)
+    return ([d for d, _ in grouped], [min(u) * NS_PER_S // span for _, u in grouped],
+            [len(u) for _, u in grouped])
 
 
 def _measured(w: Windows) -> Windows:
