@@ -43,19 +43,52 @@ def claims_in(first_seq: int, raws: Iterable[bytes]) -> list[tuple[str, int]]:
     return rows
 
 
-class Tree:
-    """A store's in-memory right edge; `closing` gives the nodes a batch closes
-    without moving the edge, `moved` moves it once the batch is durable."""
+STORED_FROM = 4   # the lowest level a store keeps: subtrees of 16 receipts and up
+BLOCK = 1 << STORED_FROM
+_BLOCKS_KEPT = 256   # complete 16-receipt blocks whose low nodes are kept in memory
 
-    def __init__(self, node: Callable[[int, int], bytes], size: int) -> None:
+
+class Tree:
+    """A store's in-memory right edge; `closing` gives the nodes a batch
+    closes that the store keeps (level STORED_FROM and up: about one row per
+    16 receipts) without moving the edge, `moved` moves it once the batch is
+    durable."""
+
+    def __init__(self, node: Callable[[int, int], bytes]) -> None:
         self._node = node
-        self.frontier = merkle.Frontier.over(size, node)
+        self.frontier: merkle.Frontier | None = None   # read at the first append (a store that does not
+        # verify is refused before it is read)
 
     def closing(self, first_seq: int, raws: Sequence[bytes]) -> tuple[merkle.Frontier, list[tuple[int, int, bytes]]]:
-        if self.frontier.size != first_seq:   # another writer of a shared store appended since
+        if self.frontier is None or self.frontier.size != first_seq:   # or another writer appended since
             self.frontier = merkle.Frontier.over(first_seq, self._node)
         after = merkle.Frontier(self.frontier.size, self.frontier.edge)
-        return after, after.extend(merkle.leaf_hash(raw) for raw in raws)
+        return after, [n for n in after.extend(merkle.leaf_hash(raw) for raw in raws) if n[0] >= STORED_FROM]
 
     def moved(self, after: merkle.Frontier) -> None:
         self.frontier = after
+
+
+class LowLevels:
+    """The nodes below STORED_FROM, computed from the receipts of their 16-receipt
+    block (`read(start, stop)`: the receipts' bytes), a few complete blocks kept."""
+
+    def __init__(self, read: Callable[[int, int], list[bytes]]) -> None:
+        self._read = read
+        self._blocks: dict[int, dict[tuple[int, int], bytes]] = {}
+
+    def node(self, level: int, index: int) -> bytes | None:
+        """None: the block does not hold that subtree's receipts (yet)."""
+        block = (index << level) >> STORED_FROM
+        nodes = self._blocks.get(block)
+        if nodes is None:
+            frontier, nodes = merkle.Frontier(), {}
+            raws = self._read(block * BLOCK, (block + 1) * BLOCK)
+            for leaf in (merkle.leaf_hash(raw) for raw in raws):
+                for lv, at, value in frontier.push(leaf):
+                    nodes[lv, at + (block * BLOCK >> lv)] = value
+            if len(raws) == BLOCK:   # only a complete block never changes
+                if len(self._blocks) >= _BLOCKS_KEPT:
+                    self._blocks.pop(next(iter(self._blocks)))
+                self._blocks[block] = nodes
+        return nodes.get((level, index))

@@ -27,7 +27,8 @@ from psycopg import sql
 
 from scheduler.ledger import cose
 from scheduler.ledger.dcbor import DcborError
-from scheduler.ledger.index import Claims, Tree, claims_in
+from scheduler.ledger import merkle
+from scheduler.ledger.index import STORED_FROM, Claims, LowLevels, Tree, claims_in
 from scheduler.ledger.receipts import ReceiptError, digest, read_core
 from scheduler.ledger.store import StoreError
 
@@ -55,18 +56,19 @@ CREATE TRIGGER pool_receipts_no_truncate BEFORE TRUNCATE ON pool_receipts
   FOR EACH STATEMENT EXECUTE FUNCTION pool_receipts_append_only();
 """
 # Beside the receipts, in their transaction (index.py): the Merkle tree's
-# complete subtrees and the claim index. A ledger made before them gets them
-# when a store is next opened on it, computed from its receipts.
+# complete subtrees of 16 receipts and up, and the claim index. A ledger made
+# before them gets them when a store is next opened on it, computed from its
+# receipts in the transaction that creates the tables.
 _INDEX = """
-CREATE TABLE IF NOT EXISTS pool_merkle (level int, idx bigint, hash bytea NOT NULL, PRIMARY KEY (level, idx));
-CREATE TABLE IF NOT EXISTS pool_claim_receipts (claim text, seq bigint, PRIMARY KEY (claim, seq));
+CREATE TABLE pool_merkle (level int, idx bigint, hash bytea NOT NULL, PRIMARY KEY (level, idx));
+CREATE TABLE pool_claim_receipts (claim text, seq bigint, PRIMARY KEY (claim, seq));
 DROP TRIGGER IF EXISTS pool_merkle_no_change ON pool_merkle;
 CREATE TRIGGER pool_merkle_no_change BEFORE UPDATE OR DELETE ON pool_merkle
   FOR EACH ROW EXECUTE FUNCTION pool_receipts_append_only();
 """
 _NODES = "INSERT INTO pool_merkle SELECT * FROM unnest(%s::int[], %s::bigint[], %s::bytea[])"
 _CLAIMS = "INSERT INTO pool_claim_receipts SELECT * FROM unnest(%s::text[], %s::bigint[]) ON CONFLICT DO NOTHING"
-CATCH_UP = 4096   # receipts per transaction when the tree is built from stored receipts
+CATCH_UP = 4096   # receipts read at a time when the tree is built from stored receipts
 # The batch goes in only if it extends the stored head (the row before it has
 # the hash its first receipt names; for seq 0 there is no row before) and,
 # when fenced, only while this session holds the lock.
@@ -168,24 +170,24 @@ class PostgresStore:
         self._oid = conn.execute("SELECT 'pool_receipts'::regclass::oid").fetchone()[0]
         if conn.execute("SELECT to_regclass('pool_claim_receipts') IS NULL").fetchone()[0]:
             with conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_CLASS << 32,))
-                conn.execute(_INDEX)
-        self._catch_up()
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_CLASS << 32,))   # one at a time
+                if conn.execute("SELECT to_regclass('pool_claim_receipts') IS NULL").fetchone()[0]:
+                    conn.execute(_INDEX)
+                    self._index_all(conn)
+        self._low = LowLevels(lambda start, stop: [bytes(raw) for (raw,) in self._query(lambda c: c.execute(
+            "SELECT raw FROM pool_receipts WHERE seq >= %s AND seq < %s ORDER BY seq", (start, stop)).fetchall())])
+        self.tree = Tree(self.tree_node)
 
-    def _catch_up(self) -> None:
-        """Build the tree and the claim index for receipts stored without them
-        (one writer at a time: the creator's lock)."""
-        self.tree = Tree(self.tree_node, self.tree_size())
-        while (size := self.tree_size()) < self.length():
-            raws = list(self.read(size, size + CATCH_UP))
-            with self._conn.transaction():
-                self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_CLASS << 32,))
-                if self._conn.execute("SELECT count(*) FROM pool_merkle WHERE level = 0 AND idx = %s",
-                                      (size,)).fetchone()[0]:
-                    continue   # another store caught up first
-                after, nodes = self.tree.closing(size, raws)
-                self._index(self._conn, nodes, claims_in(size, raws))
-            self.tree.moved(after)
+    def _index_all(self, conn: psycopg.Connection) -> None:
+        """The tree's stored nodes and the claim index of every receipt (a
+        ledger made before them), in the transaction that creates the tables."""
+        frontier, at = merkle.Frontier(), 0
+        while raws := [bytes(raw) for (raw,) in conn.execute(
+                "SELECT raw FROM pool_receipts WHERE seq >= %s AND seq < %s ORDER BY seq",
+                (at, at + CATCH_UP)).fetchall()]:
+            nodes = [n for n in frontier.extend(map(merkle.leaf_hash, raws)) if n[0] >= STORED_FROM]
+            self._index(conn, nodes, claims_in(at, raws))
+            at += len(raws)
 
     @property
     def lock_key(self) -> int:
@@ -278,16 +280,16 @@ class PostgresStore:
 
     # -- the tree and the claim index (read side) ---------------------------
 
-    def tree_size(self) -> int:
-        return self._query(lambda c: c.execute(
-            "SELECT coalesce(max(idx) + 1, 0) FROM pool_merkle WHERE level = 0").fetchone()[0])
-
     def tree_node(self, level: int, index: int) -> bytes:
-        row = self._query(lambda c: c.execute("SELECT hash FROM pool_merkle WHERE level = %s AND idx = %s",
-                                              (level, index)).fetchone())
-        if row is None:
+        if level < STORED_FROM:
+            found = self._low.node(level, index)
+        else:
+            row = self._query(lambda c: c.execute("SELECT hash FROM pool_merkle WHERE level = %s AND idx = %s",
+                                                  (level, index)).fetchone())
+            found = None if row is None else bytes(row[0])
+        if found is None:
             raise StoreError(f"PostgreSQL ledger: no Merkle node ({level}, {index})")
-        return bytes(row[0])
+        return found
 
     def claim_seqs(self, claim: str) -> list[int]:
         return [seq for (seq,) in self._query(lambda c: c.execute(

@@ -20,7 +20,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from scheduler.ledger.headrecord import Head, HeadRecord, path_for
-from scheduler.ledger.index import Claims, Tree, claims_in
+from scheduler.ledger import merkle
+from scheduler.ledger.index import STORED_FROM, Claims, LowLevels, Tree, claims_in
 from scheduler.ledger.receipts import digest
 from scheduler.ledger.store import Loss, StoreCorrupt, StoreError, StoreFull, StoreReadOnly
 
@@ -36,18 +37,18 @@ CREATE TRIGGER receipts_no_delete BEFORE DELETE ON receipts
   BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;
 """
 # Beside the receipts, written in their transaction (index.py): the Merkle
-# tree's complete subtrees and the claim index. A store made before them gets
-# them when it is next opened for writing, computed from its receipts.
-_INDEX = """
-CREATE TABLE IF NOT EXISTS merkle (level INTEGER, idx INTEGER, hash BLOB NOT NULL,
-  PRIMARY KEY (level, idx)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS claim_receipts (claim TEXT, seq INTEGER, PRIMARY KEY (claim, seq)) WITHOUT ROWID;
-CREATE TRIGGER IF NOT EXISTS merkle_no_update BEFORE UPDATE ON merkle
-  BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;
-CREATE TRIGGER IF NOT EXISTS merkle_no_delete BEFORE DELETE ON merkle
-  BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;
-"""
-CATCH_UP = 4096   # receipts per transaction when a store's tree is built from its receipts
+# tree's complete subtrees of 16 receipts and up, and the claim index. A store
+# made before them gets them when it is next opened for writing, computed from
+# its receipts in the transaction that creates the tables.
+_INDEX = (
+    "CREATE TABLE merkle (level INTEGER, idx INTEGER, hash BLOB NOT NULL, PRIMARY KEY (level, idx)) WITHOUT ROWID",
+    "CREATE TABLE claim_receipts (claim TEXT, seq INTEGER, PRIMARY KEY (claim, seq)) WITHOUT ROWID",
+    "CREATE TRIGGER merkle_no_update BEFORE UPDATE ON merkle"
+    " BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END",
+    "CREATE TRIGGER merkle_no_delete BEFORE DELETE ON merkle"
+    " BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END",
+)
+CATCH_UP = 4096   # receipts read at a time when a store's tree is built from its receipts
 HEADROOM = 16 << 20   # bytes the probe allocates: room for many group commits of ordinary receipts
 _CORRUPT = {"SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_FORMAT"}
 _READ_ONLY = {"SQLITE_READONLY", "SQLITE_PERM", "SQLITE_AUTH"}
@@ -110,7 +111,9 @@ class SqliteStore:
         try:
             self._prepare()
             self.loss = self._compare(self.record.read())
-            self._catch_up()
+            self._low = LowLevels(lambda start, stop: [raw for (raw,) in self._reading(
+                "SELECT raw FROM receipts WHERE seq >= ? AND seq < ? ORDER BY seq", (start, stop))])
+            self.tree = Tree(self.tree_node)
         except BaseException as exc:
             self._conn.close()
             if isinstance(exc, sqlite3.Error):
@@ -133,22 +136,21 @@ class SqliteStore:
         if conn.execute("PRAGMA journal_mode=WAL").fetchone()[0] != "wal":
             raise StoreReadOnly(f"{self.path}: cannot switch to WAL")
         if conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'claim_receipts'").fetchone()[0] == 0:
-            conn.executescript(f"BEGIN; {_INDEX} COMMIT;")
+            self._index_all()
 
-    def _catch_up(self) -> None:
-        """Build the tree and the claim index for receipts stored without them."""
-        size = self.tree_size()
-        length = self._count()
-        if size > length:
-            raise StoreCorrupt(f"{self.path}: its Merkle tree has {size} leaves and it holds {length} receipts")
-        self.tree = Tree(self.tree_node, size)
-        while size < length:
-            raws = [raw for (raw,) in self._conn.execute(
-                "SELECT raw FROM receipts WHERE seq >= ? AND seq < ? ORDER BY seq", (size, size + CATCH_UP))]
-            after, nodes = self.tree.closing(size, raws)
-            self._transaction(lambda: self._index(nodes, claims_in(size, raws)), "cannot index")
-            self.tree.moved(after)
-            size += len(raws)
+    def _index_all(self) -> None:
+        """The tree's stored nodes and the claim index of every receipt, for a
+        store made before them: in one transaction with the tables themselves."""
+        def fill() -> None:
+            for statement in _INDEX:
+                self._conn.execute(statement)
+            frontier, at = merkle.Frontier(), 0
+            while raws := [raw for (raw,) in self._conn.execute(
+                    "SELECT raw FROM receipts WHERE seq >= ? AND seq < ? ORDER BY seq", (at, at + CATCH_UP))]:
+                nodes = [n for n in frontier.extend(map(merkle.leaf_hash, raws)) if n[0] >= STORED_FROM]
+                self._index(nodes, claims_in(at, raws))
+                at += len(raws)
+        self._transaction(fill, "cannot index")
 
     def _compare(self, recorded: Head | None) -> Loss | None:
         """What the store lost against its record (None: nothing, or no record yet)."""
@@ -223,17 +225,16 @@ class SqliteStore:
             except sqlite3.Error as exc:
                 raise _mapped(self.path, "cannot read", exc) from None
 
-    def tree_size(self) -> int:
-        """Leaves in the stored tree: the receipts it covers."""
-        rows = self._reading("SELECT max(idx) FROM merkle WHERE level = 0", ())
-        return 0 if rows[0][0] is None else rows[0][0] + 1
-
     def tree_node(self, level: int, index: int) -> bytes:
         """The complete subtree (level, index); StoreError if it is not stored."""
-        rows = self._reading("SELECT hash FROM merkle WHERE level = ? AND idx = ?", (level, index))
-        if not rows:
+        if level < STORED_FROM:
+            found = self._low.node(level, index)
+        else:
+            rows = self._reading("SELECT hash FROM merkle WHERE level = ? AND idx = ?", (level, index))
+            found = rows[0][0] if rows else None
+        if found is None:
             raise StoreError(f"{self.path}: no Merkle node ({level}, {index})")
-        return rows[0][0]
+        return found
 
     def claim_seqs(self, claim: str) -> list[int]:
         return [seq for (seq,) in self._reading("SELECT seq FROM claim_receipts WHERE claim = ? ORDER BY seq",

@@ -90,14 +90,12 @@ class Store(Protocol):
         """Store (kind, receipt bytes) pairs as first_seq, first_seq+1, … in one
         transaction: all or none, durable when this returns. StoreError unless
         first_seq equals length() — a second writer can never fork the chain.
-        In the same transaction: the Merkle nodes the receipts close, and the
-        (claim, seq) index rows (`claims`; None: read from the receipts), index.py."""
+        In the same transaction: the Merkle nodes the receipts close (levels 4
+        and up), and the (claim, seq) index rows (`claims`; None: read from the
+        receipts), index.py."""
 
     def tree_node(self, level: int, index: int) -> bytes:
         """The hash of the complete subtree (level, index) of the Merkle tree."""
-
-    def tree_size(self) -> int:
-        """Receipts the stored tree covers (always length() once opened)."""
 
     def claim_seqs(self, claim: str) -> list[int]:
         """Seqs of the receipts whose body names `claim`, in order."""

@@ -63,9 +63,6 @@ class MemoryStore:
     def tree_node(self, level, at):
         return self.nodes[level, at]
 
-    def tree_size(self):
-        return self.frontier.size
-
     def claim_seqs(self, claim):
         return self.claims.get(claim, [])
 
