@@ -15,7 +15,7 @@ import grpc
 
 from protos.pool.v1 import ops_pb2, ops_pb2_grpc, proofs_pb2, proofs_pb2_grpc
 from scheduler.ctl.output import EXIT_FAILED, EXIT_OK, CtlError, add_output_flag, emit, table
-from scheduler.ctl.wire import add_scheduler_flag, as_ctl_error, call, channel, online_verb, to_doc
+from scheduler.ctl.wire import add_scheduler_flag, as_ctl_error, call, channel, client, online_verb, to_doc
 from scheduler.ledger import cose, export, keys, merkle, note, proof, receipts, trust, witness
 from scheduler.ledger.store import StoreError
 from scheduler.ledger.stores import describe, is_dsn, open_store
@@ -265,7 +265,14 @@ def _fetch(args: Any) -> int:
 
 
 def _proofs(args: Any) -> proofs_pb2_grpc.ProofsStub:
-    return proofs_pb2_grpc.ProofsStub(channel(args))
+    """The Proofs service on the first scheduler address, with the caller's
+    settings (pool_client offers claims.proto and ops.proto only; a proof is
+    asked again by hand after a failover)."""
+    settings = client(args).settings
+    address = settings.addresses[0]
+    if settings.credentials is None:
+        return proofs_pb2_grpc.ProofsStub(grpc.insecure_channel(address, settings.options))
+    return proofs_pb2_grpc.ProofsStub(grpc.secure_channel(address, settings.credentials, settings.options))
 
 
 def _write(path: str, data: bytes) -> None:
