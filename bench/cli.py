@@ -12,9 +12,14 @@ all alike:
       tests' throwaway cluster, tests/slurm/cluster.py; it needs root), else
       the figure recorded in FLOORS;
   `poolctl submit`  beside  the same minimal client making the same Submit.
-The target is poolctl ≤ 1.3 × its floor. This script installs nothing.
+The target is poolctl ≤ 1.3 × its floor.
 
-Usage: .venv/bin/python bench/cli.py [--rounds N] [--slurm]
+The client library's cost per unary call (issue 22: ≤ 5 % over bare stubs):
+--calls Gets in this process through pool_client.Client and through the bare
+generated stub, on channels with the same options and credentials, in
+alternating blocks. This script installs nothing.
+
+Usage: .venv/bin/python bench/cli.py [--rounds N] [--calls N] [--slurm]
 """
 
 from __future__ import annotations
@@ -100,9 +105,39 @@ def squeue_peer(rounds: int, slurm: bool, workdir: Path) -> tuple[list[float] | 
             cluster.stop()
 
 
+def library_overhead(address: str, ca: str, cert: str, key: str, calls: int, blocks: int = 10
+                     ) -> tuple[float, float]:
+    """Seconds per Get through the library and through the bare stub (the least block of each)."""
+    import grpc
+
+    import pool_client
+    from protos.pool.v1 import claims_pb2, claims_pb2_grpc
+    library = pool_client.Client(address, ca=ca, cert=cert, key=key)
+    bare_channel = grpc.secure_channel(address, library.settings.credentials, options=library.settings.options)
+    bare = claims_pb2_grpc.ClaimsStub(bare_channel)
+    request = claims_pb2.GetClaimRequest(claim_id="bench-0")
+    library.get(request)
+    bare.Get(request, timeout=30)
+    through, direct = [], []
+    per_block = max(1, calls // blocks)
+    for _ in range(blocks):
+        started = time.perf_counter()
+        for _ in range(per_block):
+            library.get(request)
+        through.append((time.perf_counter() - started) / per_block)
+        started = time.perf_counter()
+        for _ in range(per_block):
+            bare.Get(request, timeout=30)
+        direct.append((time.perf_counter() - started) / per_block)
+    library.close()
+    bare_channel.close()
+    return min(through), min(direct)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--rounds", type=int, default=9, help="runs of each command (default 9)")
+    parser.add_argument("--calls", type=int, default=2000, help="Gets for the library's overhead (default 2000)")
     parser.add_argument("--slurm", action="store_true", help="start tests/slurm/cluster.py for the squeue peer")
     args = parser.parse_args()
 
@@ -137,6 +172,7 @@ def main() -> None:
             for _ in range(args.rounds):   # in turns: load falls on every command alike
                 for name, command in commands.items():
                     runs[name].append(timed(command(), env))
+            through, direct = library_overhead(address, ca, cert, key, args.calls)
         squeue, squeue_where = squeue_peer(args.rounds, args.slurm, workdir)
 
     print(f"poolctl start-up, {args.rounds} runs each (a loaded shared machine: the ratios within this run count)")
@@ -154,6 +190,9 @@ def main() -> None:
         print(f"  {'squeue -j ID (recorded)':<44} {value * 1000:7.1f} ms   ({where}; {squeue_where})")
     print(line("floor: python + grpc + stubs, one Submit", runs["floor: Submit"]))
     print(line("poolctl submit", runs["poolctl submit"], runs["floor: Submit"], "floor (target ≤ 1.3)"))
+    print(f"pool_client per unary call (Get, {args.calls} calls each, least of 10 blocks, in this process)")
+    print(f"  {'bare generated stub':<44} {direct * 1e6:9.0f} µs")
+    print(f"  {'pool_client.Client':<44} {through * 1e6:9.0f} µs   {through / direct - 1:+.1%} (target ≤ +5 %)")
 
 
 if __name__ == "__main__":

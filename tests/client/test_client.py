@@ -20,9 +20,8 @@ J = 1_000_000
 
 
 def client(s, principal: str = "operator", **kwargs) -> pool_client.Client:
-    cert, key = s.pki.files(principal)
-    return pool_client.Client(kwargs.pop("scheduler", s.address), ca=str(s.pki.ca), cert=str(cert), key=str(key),
-                              **kwargs)
+    scheduler = kwargs.pop("scheduler", s.address)
+    return s.as_principal(principal).library(*(scheduler if isinstance(scheduler, list) else [scheduler]), **kwargs)
 
 
 def test_importing_the_library_loads_nothing_of_the_scheduler():

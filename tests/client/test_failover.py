@@ -18,8 +18,7 @@ RELEASED = types_pb2.ClaimState.Value("RELEASED")
 
 
 def library(s, addresses: list[str], **kwargs) -> pool_client.Client:
-    cert, key = s.pki.files("operator")
-    return pool_client.Client(addresses, ca=str(s.pki.ca), cert=str(cert), key=str(key), **kwargs)
+    return s.as_principal("operator").library(*addresses, **kwargs)
 
 
 def test_the_hint_the_watch_and_a_kill(cluster, postgres_dsn, harness):

@@ -4,6 +4,7 @@ bundled trace, and poolctl, each a subprocess as an operator would run it.
 Every call goes over mutual TLS with a development PKI made per test
 (scheduler.ctl.certs), as a declared principal:
 - `s.claims`, `s.ops`, `s.poolctl()`, `s.json()`: the operator;
+  `s.as_principal(NAME).library()`: the client library (pool_client) as NAME;
 - `s.agents` and `s.register(host)`: the agent of the host named in the
   request (a Register's host_id, a Stream's first Hello), each with its own
   certificate; hosts outside AGENT_HOSTS get a certificate nobody declared
@@ -34,6 +35,8 @@ from types import SimpleNamespace
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+import pool_client
 
 from protos.energy import Grade, split, with_unallocated
 from protos.pool.v1 import agent_pb2, agent_pb2_grpc, claims_pb2_grpc, ops_pb2, ops_pb2_grpc, types_pb2
@@ -124,6 +127,15 @@ class Caller:
         if pki is None or self.principal is None:
             return grpc.insecure_channel(address)
         return grpc.secure_channel(address, pki.credentials(self.principal))
+
+    def library(self, *addresses: str, **kwargs) -> pool_client.Client:
+        """The client library as this principal, to `addresses` (default: this scheduler's);
+        kwargs as pool_client.Client's (tenant=, timeout=, deadline=)."""
+        pki, listed = self.scheduler.pki, list(addresses) or [self.scheduler.address]
+        if pki is None or self.principal is None:
+            return pool_client.Client(listed, **kwargs)
+        cert, key = pki.files(self.principal)
+        return pool_client.Client(listed, ca=str(pki.ca), cert=str(cert), key=str(key), **kwargs)
 
     def env(self) -> dict[str, str]:
         pki = self.scheduler.pki
