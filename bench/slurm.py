@@ -120,7 +120,13 @@ class Bench:
         shown = subprocess.run(["scontrol", "show", "job"], capture_output=True, text=True, env=self.cluster.env())
         logs = [(self.dir / name).read_text()[-1500:] for name in ("bridge.log", "hooks.log")
                 if (self.dir / name).exists()]
-        return "\n".join([shown.stdout[-3000:], *logs])
+        from protos.pool.v1 import claims_pb2, types_pb2
+        page = self.scheduler.claims.List(claims_pb2.ListClaimsRequest(page_size=1000), timeout=30).claims
+        summary = {}
+        for c in page:
+            key = (types_pb2.ClaimState.Name(c.state), types_pb2.Reason.Name(c.reason))
+            summary[key] = summary.get(key, 0) + 1
+        return "\n".join([str(summary), shown.stdout[-1500:], *logs])
 
     # -- 1: start latency -------------------------------------------------------------
 
@@ -189,10 +195,10 @@ class Bench:
         for _ in range(rounds):
             low = [self.sbatch("--partition=gpu", "--gres=gpu:8", "--comment=pool:estimate=1kJ", "--wrap", "sleep 600")
                    for _ in range(2)]
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + 120
             while any(self.squeue().get(j) != "RUNNING" for j in low):
                 if time.monotonic() > deadline:
-                    raise RuntimeError("low jobs did not start")
+                    raise RuntimeError(f"low jobs did not start: {self.diagnose()}")
                 time.sleep(0.05)
             high = self.sbatch("--partition=gpu", "--gres=gpu:8", "--comment=pool:estimate=1kJ pool:priority=5",
                                "--wrap", "sleep 600")

@@ -278,4 +278,7 @@ class Bridge:
                 self.cycle()
             except (SlurmError, PoolError) as exc:
                 log.warning("cycle: %s", exc)
+            took = time.monotonic() - started
+            if took > 5 * period:
+                log.info("a cycle took %.1f s", took)
             time.sleep(max(0.0, period - (time.monotonic() - started)))

@@ -43,6 +43,7 @@ class Config:
     unreachable_after_ms: int = 5000
     timeout_s: float = 5.0
     log_level: str = "info"
+    socket: Path = Path("/run/pool-slurm/gate.sock")
     path: Path | None = None
 
     def worker(self, node: str) -> str:
@@ -109,4 +110,5 @@ def load(path: Path | None = None) -> Config:
         gpu_types=dict(_table(doc, "gpu_types")), poll_ms=int(bridge.get("poll_ms", 250)),
         unreachable_after_ms=int(bridge.get("unreachable_after_ms", 5000)),
         timeout_s=float(pool.get("timeout_s", 5.0)), log_level=bridge.get("log_level", "info"), path=path,
+        socket=Path(bridge.get("socket", "/run/pool-slurm/gate.sock")),
         **settings)

@@ -40,34 +40,42 @@ def _key() -> str:
     return f"{array}_{task}" if array and task else os.environ["SLURM_JOB_ID"]
 
 
-def prolog(config) -> int:
-    from pool_slurm.pool import Pool, PoolError
-    from pool_slurm.slurm import Slurm, SlurmError
+def may_start(pool, config, key: str, nodes: dict, admin_comment: str) -> str | None:
+    """None when every claim of job `key` is admitted on exactly the nodes Slurm chose (and is then
+    bound to the GPUs Slurm gave it there, RULES §10); else why it may not start. Asked by the
+    prolog through the running bridge (gate.py), or by the prolog itself when the bridge is down.
+    Raises PoolError when Pool cannot answer."""
     from pool_slurm import jobs as J
+    attempt = J.attempt_in_comment(admin_comment, config.cluster, key)
+    claims = _claims_for(pool, config, key, attempt, len(nodes))
+    where = {config.worker(n) for n in nodes}
+    admitted = [c for c in claims if c.state == 2]
+    if claims and len(admitted) == len(claims) == len(nodes) and {c.worker for c in admitted} == where:
+        for c in admitted:
+            pool.bind(c, list(nodes.get(config.node(c.worker), ())))
+        return None
+    return ("its claims wait in Pool" if claims else "it has no claim in Pool") + \
+        f" (Slurm put it on {','.join(nodes)})"
+
+
+def prolog(config) -> int:
+    from pool_slurm.slurm import Slurm, SlurmError
+    from pool_slurm import gate
     key = job_id = _key()   # an array task by <array>_<task>: its array job's id names every task
     slurm = Slurm(config.env())
     try:
         detail = slurm.detail(job_id)
         if not any(detail.nodes.values()):
             return 0   # no GPUs on any node: not Pool's
-        pool = Pool(config)
-        try:
-            attempt = J.attempt_in_comment(detail.admin_comment, config.cluster, key)
-            claims = _claims_for(pool, config, key, attempt, len(detail.nodes))
-            where = {config.worker(n) for n in detail.nodes}
-            admitted = [c for c in claims if c.state == 2]
-            if claims and len(admitted) == len(claims) == len(detail.nodes) and {c.worker for c in admitted} == where:
-                _bind(pool, config, admitted, detail)
-                return 0
-            why = ("its claims wait in Pool" if claims else "it has no claim in Pool") + \
-                f" (Slurm put it on {','.join(detail.nodes)})"
-        finally:
-            pool.close()
-    except PoolError as exc:
-        if exc.code == "UNREACHABLE" and config.on_unreachable == "open":
+        answer = gate.ask(config, key, detail.nodes, detail.admin_comment)   # the running bridge: fast
+        if answer is None:
+            answer = _ask_pool(config, key, detail)   # the bridge is down: ask Pool ourselves
+        ok, why = answer
+        if ok:
+            return 0
+        if why.startswith("UNREACHABLE") and config.on_unreachable == "open":
             _note(slurm, job_id, "pool:fail-open: Pool unreachable at start, ran without a claim")
             return 0
-        why = f"Pool could not confirm an admission ({exc})"
     except SlurmError as exc:
         why = f"Slurm could not be read ({exc})"
     log.warning("job %s not started: %s", key, why)
@@ -80,10 +88,18 @@ def prolog(config) -> int:
     return 0
 
 
-def _bind(pool, config, admitted: list, detail) -> None:
-    """Tell Pool which GPUs Slurm gave each member (the claim-binding rule, RULES §10)."""
-    for c in admitted:
-        pool.bind(c, list(detail.nodes.get(config.node(c.worker), ())))
+def _ask_pool(config, key: str, detail) -> tuple[bool, str]:
+    from pool_slurm.pool import Pool, PoolError
+    try:
+        pool = Pool(config)
+        try:
+            why = may_start(pool, config, key, detail.nodes, detail.admin_comment)
+        finally:
+            pool.close()
+    except PoolError as exc:
+        return False, f"UNREACHABLE: {exc}" if exc.code == "UNREACHABLE" else \
+            f"Pool could not confirm an admission ({exc})"
+    return why is None, why or ""
 
 
 def _note(slurm, job_id: str, text: str) -> None:

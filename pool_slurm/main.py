@@ -55,9 +55,12 @@ def main(argv: list[str] | None = None) -> int:
     pool = Pool(config)
     logging.getLogger("pool_slurm").info("governing partitions %s of %s for Pool at %s",
                                          ",".join(config.partitions), config.cluster, config.scheduler)
+    from pool_slurm.gate import Gate
+    gate = Gate(config, pool)
     try:
         Bridge(config, Slurm(config.env()), pool).run(lambda: bool(stopping))
     finally:
+        gate.close()
         pool.close()
     return 0
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from typing import Any, TextIO
 
@@ -61,6 +62,9 @@ def register(verbs: argparse._SubParsersAction) -> None:
                    help=f"any case, repeatable or comma-separated: {', '.join(_STATES)}")
     p.add_argument("--worker", default="", help="claims placed on this host")
     p.add_argument("--gang", default="", metavar="GANG_ID")
+    p.add_argument("--slurm-job", default="", metavar="JOB",
+                   help="the claims pool-slurm made for Slurm job JOB (123, or 123_4 for an array task): "
+                        "ids slurm.<cluster>.JOB.<attempt>[.n<member>] (docs/SLURM.md)")
     p.add_argument("--sort", choices=_SORTS, default="queue",
                    help="queue (default: pending in queue order, then admitted, then ended, newest first), "
                         "age (oldest first), priority, tenant or id")
@@ -173,8 +177,10 @@ def _list(args: Any) -> int:
     states = [s for group in args.state for s in group]
     request = claims_pb2.ListClaimsRequest(tenant=args.tenant, states=[types_pb2.ClaimState.Value(s) for s in states])
     claims = [to_doc(c) for page in pages(_stub(args).List, request) for c in page.claims]
+    job = re.compile(rf"slurm\.[^.]+\.{re.escape(args.slurm_job)}\.[0-9]+(\.n[0-9]+)?") if args.slurm_job else None
     claims = [c for c in claims if (not args.worker or c["worker"] == args.worker)
-              and (not args.gang or c["gang_id"] == args.gang)]
+              and (not args.gang or c["gang_id"] == args.gang)
+              and (job is None or job.fullmatch(c["claim_id"]))]
     emit(args, {"claims": sort_claims(claims, args.sort)}, lambda doc: render_claims(doc["claims"]))
     return 0
 

@@ -199,6 +199,7 @@ partitions = ["gpu"]
 
 [bridge]
 poll_ms = 200
+socket = "{cluster_dir / 'gate.sock'}"
 {extra}
 
 [accounts.acctA]

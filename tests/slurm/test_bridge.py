@@ -71,6 +71,9 @@ def test_a_job_runs_only_once_pool_admits_it_and_ends_with_its_joules(governed):
     admin = g.job(job)["AdminComment"]
     assert admin.startswith(f"pool:claim={claim.claim_id} ") and "grade=HW_SHUNT" in admin, admin
     assert f"energy_uj={claim.measured_uj} " in admin and claim.measured_uj == splits_figure(g, claim) == 6_000_000
+    listed = g.scheduler.json("claims", "--slurm-job", job)["claims"]
+    assert [c["claim_id"] for c in listed] == [claim.claim_id]
+    assert g.scheduler.json("claims", "--slurm-job", job + "0")["claims"] == []
 
 
 def seed_class(g, uj: int) -> None:
