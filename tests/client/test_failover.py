@@ -78,3 +78,31 @@ def _names_leader(standby) -> bool:
     except grpc.RpcError as error:
         return "leader:" in (error.details() or "")
     return False
+
+
+def test_the_asyncio_client_follows_the_hint_and_resumes_its_watch(cluster, postgres_dsn, harness):
+    import asyncio
+
+    from pool_client import aio
+    leader = cluster(dsn=postgres_dsn, name="a")
+    standby = cluster(dsn=postgres_dsn, name="b", serving=False)
+    harness.wait_for("the standby to name the leader", lambda: _names_leader(standby))
+    cert, key = leader.pki.files("operator")
+
+    async def run() -> None:
+        async with aio.Client([standby.address, leader.address], ca=str(leader.pki.ca), cert=str(cert),
+                              key=str(key)) as pool:
+            await pool.submit(claim_id="q1", tenant="alpha", estimate_uj=J)
+            assert pool.targets.current == leader.address
+            watch = pool.watch(claim_id="q1")
+            first = await watch.__anext__()
+            await pool.progress(claim_id="q1", completed_units=1)
+            live = await watch.__anext__()
+            assert first.kind == claims_pb2.EVENT_CURRENT and live.kind == claims_pb2.EVENT_PROGRESS
+            leader.kill()
+            released = await pool.release(claim_id="q1")
+            assert released.state == RELEASED and pool.targets.current == standby.address
+            resumed = await watch.__anext__()
+            assert resumed.status.state == RELEASED and resumed.status.ledger_seq > live.status.ledger_seq
+            await watch.aclose()
+    asyncio.run(run())
