@@ -16,11 +16,11 @@ from scheduler.kernel.fast.pmap import PMap
 from scheduler.ledger import dcbor
 from scheduler.service.windows import evidence
 from scheduler.service.config import Limits
-from scheduler.service.windows.batch import GRADES, Windows, batch_columns, windows_body, windows_from_body
+from scheduler.service.windows.batch import Windows, batch_columns, windows_body, windows_from_body
 from scheduler.service.errors import Refused
 from scheduler.service.windows.occupancy import Issued
 from scheduler.service.windows.floors import FLOOR_WINDOWS, Floors
-from scheduler.service.windows.projections import Observed, SplitRow, split_rows
+from scheduler.service.windows.projections import Observed
 
 HW, MODEL = types_pb2.GRADE_HW_SHUNT, types_pb2.GRADE_MODEL_BASED
 METERS = [types_pb2.DeviceMeter(device_id="GPU-0", kind=types_pb2.GPU)]
@@ -134,7 +134,7 @@ def test_the_body_folds_like_the_live_batch():
     event = live.fold(ClusterState(), "h1", w, 7)
     assert event == replayed.fold(ClusterState(), *windows_from_body(dcbor.decode(dcbor.encode(windows_body("h1", w)))),
                                   7)
-    assert event.window_seq == 2 and list(live.rows) == list(replayed.rows)
+    assert event.window_seq == 2 and list(live.splits(None, 0, "", 8)) == list(replayed.splits(None, 0, "", 8))
     assert [(r.tenant, r.claim_id, r.device_id, r.uj, r.grade) for _, r in live.splits(None, 0, "", 8)] == [
         ("", "a", "GPU-0", 4, "HwShunt"), ("", "unallocated", "GPU-0", 6, "ModelBased")]
     assert list(live.splits(None, 0, "", 7)) == [], "rows of a receipt not yet durable are not served"
@@ -174,16 +174,6 @@ def test_expected_shares_are_the_split(uj, weights, grade):
     """evidence.expected_shares' sole-occupant shortcut against the plain split."""
     assert evidence.expected_shares(uj, weights, grade) == [
         (s.occupant, s.uj, s.grade.name) for s in split(uj, weights, Grade[grade])]
-
-
-@given(st.lists(st.tuples(st.text(max_size=3), st.text(max_size=3), st.text(max_size=3), st.text(max_size=3),
-                          st.integers(0, 2 ** 64), st.integers(0, 2 ** 64), st.integers(0, 2 ** 64),
-                          st.sampled_from(list(GRADES)), st.integers(0, 2 ** 63)), max_size=20))
-def test_split_rows_are_the_records_their_constructor_makes(rows):
-    """projections.split_rows, which skips SplitRow's constructor, against it."""
-    made = list(split_rows(*zip(*rows))) if rows else []
-    assert made == [SplitRow(*r) for r in rows] and all(type(r) is SplitRow for r in made)
-    assert [r.seq for r in made] == [r[8] for r in rows]
 
 
 def test_the_door_keeps_only_the_windows_above_the_counted_seq():

@@ -39,13 +39,6 @@ class SplitRow(NamedTuple):
     seq: int          # the receipt it came from
 
 
-def split_rows(*columns: Iterable) -> Iterator[SplitRow]:
-    """`SplitRow(*row)` for each row of the columns (one per field, in order), without a Python call
-    a row: the record's own constructor skipped (tuple.__new__), which gives
-    the same record; tests/service/test_windows.py holds them equal."""
-    return map(tuple.__new__, repeat(SplitRow), zip(*columns))
-
-
 class ClaimWindow(NamedTuple):
     """One window as a claim on its device saw it: its own share's µJ and
     grade (no figure if the window has none), else the window's grade."""
@@ -76,7 +69,9 @@ class Observed:
     def __init__(self, retention: int) -> None:
         self.holders = Holders()   # who occupies what on each host, for every batch folded and checked
         self.floors = Floors()     # each device's idle floor, and the windows below it (noticing, floors.py)
-        self.rows: deque[SplitRow] = deque(maxlen=retention)
+        # kept as plain tuples in SplitRow's field order, made records when read: a record made
+        # for every share written cost the fold twice what the tuple does (docs/BENCHMARKS.md)
+        self.rows: deque[tuple] = deque(maxlen=retention)
         self.rows_dropped = 0   # rows the retention has pushed out: rows[i] is row number rows_dropped + i
         # per claim: its recent windows
         self._by_claim: dict[str, deque[ClaimWindow]] = defaultdict(lambda: deque(maxlen=OBSERVATIONS_PER_CLAIM))
@@ -103,9 +98,9 @@ class Observed:
         claims = {o: state.claims.get(o) for o in set(fresh.occupant)}
         tenant = {o: c.tenant if c else "" for o, c in claims.items()}
         self.rows_dropped += max(0, len(self.rows) + len(fresh.occupant) - (self.rows.maxlen or 0))
-        self.rows.extend(split_rows(map(tenant.__getitem__, fresh.occupant), fresh.occupant, repeat(worker),
-                                    *map(fresh.per_share, (fresh.device, fresh.start_ns, fresh.end_ns)),
-                                    fresh.share_uj, fresh.share_grade, repeat(seq)))
+        self.rows.extend(zip(map(tenant.__getitem__, fresh.occupant), fresh.occupant, repeat(worker),
+                             *map(fresh.per_share, (fresh.device, fresh.start_ns, fresh.end_ns)),
+                             fresh.share_uj, fresh.share_grade, repeat(seq)))
         on_device = self.holders(state, worker)
         self._observe(on_device, fresh, seq)
         self._gaps(state, worker, on_device, fresh, seq)
@@ -164,7 +159,8 @@ class Observed:
         """The matching rows from receipts below seq `below`, from row number
         `start` on, each with its number."""
         first = max(0, start - self.rows_dropped)
-        return ((self.rows_dropped + i, r) for i, r in enumerate(islice(self.rows, first, None), first)
+        rows = map(SplitRow._make, islice(self.rows, first, None))
+        return ((self.rows_dropped + i, r) for i, r in enumerate(rows, first)
                 if r.seq < below and r.end_ns > since_ns and (not device_id or r.device_id == device_id)
                 and (tenants is None or r.tenant in tenants))
 
