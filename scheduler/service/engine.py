@@ -83,7 +83,7 @@ class Engine:
         self.ready = False                    # true once the ledger is verified and replayed
         self.waiting_for: str | None = None   # why start-up waits (a full ledger disk): NOT_READY says it
         self.not_leader: Callable[[], Any] | None = None   # on a standby: its NOT_LEADER refusal
-        self._reasons = PendingReasons(self._latest.kernel)  # why each pending claim waits, see pending_reason
+        self._reasons = PendingReasons(self._latest.kernel)  # why each pending claim waits, see _pending_reason
         self.witness_keys: frozenset = frozenset()   # trusted witnesses' PublicKeys ([ledger] witness_keys)
         self._committed = self._view(0)       # what reads serve (committed.py)
         self._listeners: list[Callable[[Change], None]] = []
@@ -100,7 +100,7 @@ class Engine:
         return self._committed
 
     @property
-    def pending_reason(self) -> Mapping[str, Reason]:
+    def _pending_reason(self) -> Mapping[str, Reason]:
         """Why each pending claim waits: its verdict on the latest (settled)
         state, what a full re-judge gives, computed when asked and kept until
         the state changes."""
@@ -156,7 +156,7 @@ class Engine:
         self._committed = self._view(writer.next_seq)
 
     def _view(self, length: int) -> Committed:
-        return Committed(self._latest, self.pending_reason, length, self.observed)
+        return Committed(self._latest, self._pending_reason, length, self.observed)
 
     # -- committing ---------------------------------------------------------
 
