@@ -264,7 +264,9 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
         try:
             # the statuses as of the committed state the watch began at (kept by reference: it shares
             # all but what changed since with the live one), a page at a time
-            claims = iter([committed.state.claims[one]]) if one is not None else self._listing.after(committed, "")
+            # (from_now: none; only what changes from here)
+            claims = iter(()) if request.from_now else iter([committed.state.claims[one]]) if one is not None \
+                else self._listing.after(committed, "")
             seqs = committed.claim_seq
             while page := list(islice(claims, WATCH_PAGE)):
                 chosen = [c for c in page if matches(c) and seqs.get(c.claim_id, 0) >= request.resume_from]

@@ -103,7 +103,7 @@ def test_the_actor_of_each_receipt_is_the_caller(cluster):
     s.start()   # replayed from the ledger
     status = s.json("claims")["claims"][0]
     assert (status["submitted_by"], status["released_by"]) == ("alpha", "operator")
-    table = s.poolctl("claims").stdout
+    table = s.poolctl("claims", "-o", "wide").stdout
     assert "submitted by" in table and "alpha" in table
     blob = b"".join(c.receipts for c in s.ops.LedgerExport(ops_pb2.LedgerExportRequest()))
     actors = [e.actor for e in _entries(blob)]

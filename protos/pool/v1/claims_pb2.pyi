@@ -131,14 +131,16 @@ class ListClaimsResponse(_message.Message):
     def __init__(self, claims: _Optional[_Iterable[_Union[ClaimStatus, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class WatchRequest(_message.Message):
-    __slots__ = ("claim_id", "tenant", "resume_from")
+    __slots__ = ("claim_id", "tenant", "resume_from", "from_now")
     CLAIM_ID_FIELD_NUMBER: _ClassVar[int]
     TENANT_FIELD_NUMBER: _ClassVar[int]
     RESUME_FROM_FIELD_NUMBER: _ClassVar[int]
+    FROM_NOW_FIELD_NUMBER: _ClassVar[int]
     claim_id: str
     tenant: str
     resume_from: int
-    def __init__(self, claim_id: _Optional[str] = ..., tenant: _Optional[str] = ..., resume_from: _Optional[int] = ...) -> None: ...
+    from_now: bool
+    def __init__(self, claim_id: _Optional[str] = ..., tenant: _Optional[str] = ..., resume_from: _Optional[int] = ..., from_now: _Optional[bool] = ...) -> None: ...
 
 class ClaimStatus(_message.Message):
     __slots__ = ("claim_id", "tenant", "state", "reason", "hold_uj", "hold_grade", "measured_uj", "measured_grade", "completed_units", "overrun", "worker", "devices_mdev", "ledger_seq", "gang_id", "priority", "borrowed", "request", "submitted_by", "released_by", "submitted_ns", "admitted_ns", "ended_ns", "queue_position", "borrowed_uj", "bound")
