@@ -9,6 +9,8 @@ checked."""
 from __future__ import annotations
 
 import json
+import math
+from bisect import bisect_left
 from collections import defaultdict
 from typing import Any
 
@@ -33,19 +35,70 @@ def _pyplot() -> Any:
 
 
 def splits_series(doc: dict) -> dict[str, Any]:
-    """Energy per tenant per window end, in joules: {"t_s": [...], "tenants":
-    {tenant: [...]}} with t_s seconds since the first window's start. The
-    unallocated remainder is a tenant like the others."""
-    rows = doc["rows"]
+    """Per tenant, power (W) and cumulative energy (J) over time, and the gaps.
+
+    Every window boundary of every device cuts the time axis into spans
+    (`t_s`, seconds since the first window or gap); a window spreads its
+    energy evenly over the spans it covers. A span no window covers was
+    measured by nobody: it has no figure (null), and what is drawn breaks
+    there; `gaps` are the spans the agents reported with no figure, by device
+    and why. `w[i]` is a tenant's mean power over span i, `j[i]` its energy
+    from the first span to the end of span i (the unallocated remainder is a
+    tenant like the others)."""
+    rows, gaps = doc["rows"], doc.get("gaps") or []
     if not rows:
-        return {"t_s": [], "tenants": {}}
-    origin = min(r["start_ns"] for r in rows)
-    ends = sorted({r["end_ns"] for r in rows})
-    at = {end: i for i, end in enumerate(ends)}
-    tenants: dict[str, list[float]] = defaultdict(lambda: [0.0] * len(ends))
+        return {"t_s": [], "tenants": {}, "gaps": []}
+    origin = min([r["start_ns"] for r in rows] + [g["start_ns"] for g in gaps])
+    edges = sorted({e for r in rows for e in (r["start_ns"], r["end_ns"])})
+    spans = list(zip(edges, edges[1:]))
+    measured = [False] * len(spans)
+    energy: dict[str, list[float]] = defaultdict(lambda: [0.0] * len(spans))   # µJ per span
     for r in rows:
-        tenants[r["tenant"]][at[r["end_ns"]]] += r["uj"] / UJ_PER_J
-    return {"t_s": [(e - origin) / NS_PER_S for e in ends], "tenants": dict(sorted(tenants.items()))}
+        first, last = bisect_left(edges, r["start_ns"]), bisect_left(edges, r["end_ns"])
+        per_ns = r["uj"] / (r["end_ns"] - r["start_ns"])
+        mine = energy[r["tenant"]]
+        for i in range(first, last):
+            measured[i] = True
+            mine[i] += per_ns * (spans[i][1] - spans[i][0])
+    tenants = {}
+    for tenant, uj in sorted(energy.items()):
+        total, watts, joules = 0.0, [], []
+        for i, (start, end) in enumerate(spans):
+            total += uj[i]
+            watts.append(uj[i] / UJ_PER_J / ((end - start) / NS_PER_S) if measured[i] else None)
+            joules.append(total / UJ_PER_J if measured[i] else None)
+        tenants[tenant] = {"w": watts, "j": joules}
+    return {"t_s": [[(a - origin) / NS_PER_S, (b - origin) / NS_PER_S] for a, b in spans], "tenants": tenants,
+            "gaps": [{"t_s": [(g["start_ns"] - origin) / NS_PER_S, (g["end_ns"] - origin) / NS_PER_S],
+                      "device_id": g["device_id"], "reason": g["reason"]} for g in gaps]}
+
+
+def _runs(spans: list[list[float]], watts: list[float | None], joules: list[float | None] | None = None
+          ) -> tuple[list[float], list[float]]:
+    """The x and y of a line over the spans with a figure, with NaN between
+    runs (matplotlib draws nothing across a NaN): power as a step per span,
+    or with `joules`, the cumulative energy from each run's start through
+    every span's end."""
+    xs: list[float] = []
+    ys: list[float] = []
+    previous_end = None
+    for i, ((start, end), w) in enumerate(zip(spans, watts)):
+        if w is None:
+            continue
+        if previous_end is not None and start != previous_end:
+            xs.append(math.nan)
+            ys.append(math.nan)
+        if joules is None:
+            xs += [start, end]
+            ys += [w, w]
+        else:
+            if start != previous_end:   # a run starts: from the energy before this span
+                xs.append(start)
+                ys.append(joules[i] - w * (end - start))
+            xs.append(end)
+            ys.append(joules[i])
+        previous_end = end
+    return xs, ys
 
 
 def reclamation_points(doc: dict) -> list[dict[str, Any]]:
@@ -57,23 +110,44 @@ def reclamation_points(doc: dict) -> list[dict[str, Any]]:
 
 def _save(fig: Any, path: str, data: Any) -> None:
     try:
-        fig.savefig(path, dpi=100, metadata={DATA_KEY: json.dumps(data, sort_keys=True)})
+        fig.savefig(path, dpi=100, bbox_inches="tight", metadata={DATA_KEY: json.dumps(data, sort_keys=True)})
     except OSError as error:
         raise CtlError("PLOT_FAILED", f"cannot write {path}: {error.strerror or error}") from None
 
 
-def splits(doc: dict, path: str) -> dict[str, Any]:
+def splits_figure(doc: dict) -> tuple[Any, dict[str, Any]]:
+    """The figure `poolctl splits --plot` saves, and the series it draws:
+    power per tenant above, cumulative energy per tenant below, each line
+    broken where nothing was measured, every gap shaded and labelled, the
+    legend outside the axes."""
     plt = _pyplot()
     series = splits_series(doc)
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    if series["t_s"]:
-        names = list(series["tenants"])
-        ax.stackplot(series["t_s"], *(series["tenants"][n] for n in names), labels=names, step="pre")
-        ax.legend(loc="upper left", fontsize="small")
-    ax.set_xlabel("seconds since the first window")
-    ax.set_ylabel("energy per window (J)")
-    ax.set_title("Energy by tenant per window, stacked (unallocated included)")
+    fig, (power, energy) = plt.subplots(2, 1, sharex=True, figsize=(9, 6))
+    spans = series["t_s"]
+    for n, (tenant, figures) in enumerate(series["tenants"].items()):
+        colour = f"C{n % 10}"
+        power.plot(*_runs(spans, figures["w"]), color=colour, label=tenant)
+        energy.plot(*_runs(spans, figures["w"], figures["j"]), color=colour)
+    for n, gap in enumerate(series["gaps"]):
+        start, end = gap["t_s"]
+        for ax in (power, energy):
+            ax.axvspan(start, end, color="0.85", zorder=0, label="no figure (a gap)" if n == 0 and ax is power
+                       else None)
+        power.annotate(f"gap: {gap['reason'].removeprefix('GAP_')}\n{gap['device_id']}", ((start + end) / 2, 1),
+                       xycoords=("data", "axes fraction"), ha="center", va="top", fontsize="x-small")
+    power.set_ylabel("power (W)")
+    energy.set_ylabel("energy since the first window (J)")
+    energy.set_xlabel("seconds since the first window")
+    power.set_title("Power and energy by tenant (unallocated included); shaded: nothing measured", fontsize="medium")
+    if series["tenants"] or series["gaps"]:
+        fig.legend(loc="upper left", bbox_to_anchor=(1.0, 0.95), fontsize="small", title="tenant")
     fig.tight_layout()
+    return fig, series
+
+
+def splits(doc: dict, path: str) -> dict[str, Any]:
+    plt = _pyplot()
+    fig, series = splits_figure(doc)
     _save(fig, path, series)
     plt.close(fig)
     return series

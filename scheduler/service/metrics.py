@@ -5,6 +5,12 @@ Counters follow committed events. Per-tenant usage and guarantee, pending
 claims by reason, and each host's unaccounted device time and lost windows
 (from the gaps its agent reported) are read from the state when Prometheus
 scrapes, so no decision pays for them.
+
+Every series a dashboard panel reads exists from the start, at 0: a
+refusal counter for every code and refusal reason, a settlement counter for
+every way a claim settles, pending claims for every reason a claim can wait,
+and unaccounted seconds for every registered host and gap reason. A healthy
+or idle cluster shows 0, not "No data" (tests/e2e/test_dashboard.py).
 """
 
 from __future__ import annotations
@@ -17,12 +23,19 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from protos.energy import NS_PER_S
+from protos.energy import NS_PER_S, GapReason
+from protos.pool.v1 import types_pb2
 from scheduler.kernel import ClaimAdmitted, ClaimRefused, ClaimVerdict, ClusterState, Event, IdleVerdict, Reason
-from scheduler.kernel.events import Settled
+from scheduler.kernel.events import Preempted, Reclaimed, Released, Settled
 from scheduler.service.windows.projections import Observed
 
 WAIT_BUCKETS_S = (0.01, 0.1, 1, 10, 60, 300, 1800, 3600, 6 * 3600, 86400)
+# the labels exported at 0 from the start: every code a request is refused with, and
+# the reason a pass refuses a claim; every way a claim settles; every reason a claim waits
+REFUSAL_LABELS = tuple(v.name for v in types_pb2.ErrorCode.DESCRIPTOR.values if v.number) + \
+    (Reason.GANG_NEVER_FITS.name,)
+SETTLEMENT_KINDS = (Released.kind, Preempted.kind, Reclaimed.kind)
+WAITING_REASONS = tuple(r.name for r in Reason if r not in (Reason.REASON_UNSPECIFIED, Reason.ADMISSIBLE))
 
 
 class SchedulerMetrics:
@@ -46,6 +59,10 @@ class SchedulerMetrics:
                               "([server] insecure = true)", registry=r)
         self.admission_wait = Histogram("pool_admission_wait_seconds", "Time from submission to admission",
                                         buckets=WAIT_BUCKETS_S, registry=r)
+        for label in REFUSAL_LABELS:
+            self.refusals.labels(label)
+        for kind in SETTLEMENT_KINDS:
+            self.settlements.labels(kind)
 
     def count(self, state: ClusterState, event: Event) -> None:
         """One committed event; `state` is one from the event on (a claim's hold never changes once admitted)."""
@@ -92,8 +109,9 @@ class _StateCollector(Collector):
             borrowed.add_metric([name], max(0, used - promised))
         pending = GaugeMetricFamily("pool_pending_claims", "Pending claims by the reason they wait",
                                     labels=["reason"])
-        for reason, n in sorted(Tally(r.name for r in self._pending().values()).items()):
-            pending.add_metric([reason], n)
+        waiting = Tally(r.name for r in self._pending().values())
+        for reason in sorted({*WAITING_REASONS, *waiting}):
+            pending.add_metric([reason], waiting.get(reason, 0))
         # the longest wait in the queue now (0 with nothing pending); time is read here, at the edge
         now, oldest = time.time_ns(), 0
         for _, _, claim_id in state.pending:
@@ -108,27 +126,29 @@ class _StateCollector(Collector):
             cordoned.add_metric([worker_id], int(state.workers[worker_id].cordoned))
         yield from (usage, guarantee, borrowed, pending, wait, cordoned)
         if self._observed is not None:
-            yield from _loss(self._observed())
+            yield from _loss(self._observed(), state.worker_ids)
 
 
-def _loss(observed: Observed) -> Iterator[CounterMetricFamily]:
-    """What each host's agent reported as gaps, since the state was rebuilt."""
+def _loss(observed: Observed, hosts: tuple[str, ...]) -> Iterator[CounterMetricFamily]:
+    """What each host's agent reported as gaps, since the state was rebuilt
+    (0 for every registered host and gap reason it did not report)."""
     unaccounted = CounterMetricFamily("pool_host_unaccounted_seconds",
                                       "Device seconds a host's agent reported as gaps (no figure), by why",
                                       labels=["host", "reason"])
-    for (host, reason), ns in sorted(observed.unaccounted_ns.items()):
-        unaccounted.add_metric([host, reason], ns / 1e9)
+    seen = observed.unaccounted_ns
+    for host, reason in sorted({*((h, r.name) for h in hosts for r in GapReason), *seen}):
+        unaccounted.add_metric([host, reason], seen.get((host, reason), 0) / 1e9)
     lost = CounterMetricFamily("pool_host_windows_lost",
                                "Measured windows a host's agent merged into spool-overflow gaps or replaced "
                                "by refused-window (GAP_REFUSED) gaps", labels=["host"])
-    for host, n in sorted(observed.lost_windows.items()):
-        lost.add_metric([host], n)
+    for host in sorted({*hosts, *observed.lost_windows}):
+        lost.add_metric([host], observed.lost_windows.get(host, 0))
     # an agent's windows against its own history (windows/floors.py, OPERATIONS.md "Security")
     below = CounterMetricFamily("pool_host_windows_below_idle_floor",
                                 "Windows in which claims occupied a device and it drew below half its own idle "
                                 "floor: the host's agent disagrees with its own history", labels=["host"])
-    for host, n in sorted(observed.floors.below.items()):
-        below.add_metric([host], n)
+    for host in sorted({*hosts, *observed.floors.below}):
+        below.add_metric([host], observed.floors.below.get(host, 0))
     floor = GaugeMetricFamily("pool_device_idle_floor_watts",
                               "The lowest mean power each device showed with no claim on it, once it has shown "
                               "enough idle windows to judge by", labels=["host", "device"])
