@@ -4,9 +4,11 @@ It starts a scheduler (temporary directory, embedded SQLite ledger, fresh
 keys, a throwaway PKI) and one agent on this host — NVML when a GPU is there,
 else replaying the bundled H200 trace — and plays a scenario through the real
 gRPC API over mutual TLS: each tenant's claims are submitted with that
-tenant's certificate, the agent streams with its host's, an operator reads
-and reclaims, a witness signs the ledger, and one cross-tenant call is shown
-refused.
+tenant's certificate, the agent streams with its host's, an operator reads,
+cordons, drains and reclaims, a witness signs the ledger, and one
+cross-tenant call is shown refused. A claim is planned with a dry run
+before it is submitted, and both daemons export Prometheus metrics (their
+addresses are printed; a few figures are read back at the end).
 Every figure printed comes from the running system; nothing is scripted but
 the requests.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import urllib.request
 import shutil
 import socket
 import subprocess
@@ -32,10 +35,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from protos.energy import format_uj
 from protos.pool.v1 import claims_pb2, claims_pb2_grpc, ops_pb2, ops_pb2_grpc, types_pb2
 from scheduler.ctl import certs
-from scheduler.ctl.claims import render_claims
+from scheduler.ctl.claims import render_claims, render_plan
 from scheduler.ctl import plots
 from scheduler.ctl.ops import (render_explain, render_preemption, render_reclamation, render_split_totals,
-                               render_tenants, splits_doc)
+                               render_tenants, render_workers, splits_doc)
 from scheduler.ctl.output import CtlError, add_output_flag, output, table
 from scheduler.ctl.wire import as_ctl_error, grade_label, pages, to_doc
 from scheduler.ledger import export, keys, witness
@@ -121,6 +124,7 @@ class Demo:
         self.report: dict[str, Any] = {}
         self.processes: list[subprocess.Popen] = []
         self.address = f"127.0.0.1:{_free_port()}"
+        self.metrics = {"scheduler": f"127.0.0.1:{_free_port()}", "agent": f"127.0.0.1:{_free_port()}"}
         self.gpus = _gpu_types()
 
     # -- narration -----------------------------------------------------------
@@ -180,6 +184,9 @@ class Demo:
         self._wait("the agent to register", lambda: any(w.live for w in self.ops.Workers(
             ops_pb2.WorkersRequest()).workers), 30)
         self.report["mode"] = "nvml" if self.gpus else "replay"
+        urls = {name: f"http://{address}/metrics" for name, address in self.metrics.items()}
+        self.say(f"Metrics (Prometheus): scheduler {urls['scheduler']}, agent {urls['agent']}")
+        self.report["metrics"] = dict(urls)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -226,7 +233,7 @@ class Demo:
         return f"""
 [server]
 listen = "{self.address}"
-metrics = ""
+metrics = "{self.metrics['scheduler']}"
 log_level = "warning"
 
 [server.tls]
@@ -257,7 +264,7 @@ state_dir = "{self.dir / 'agent-state'}"
 log_level = "warning"
 
 [metrics]
-listen = ""
+listen = "{self.metrics['agent']}"
 
 [stream.tls]
 ca = "{self.pki / 'ca.pem'}"
@@ -302,7 +309,9 @@ key = "{self.pki / f'{AGENT_HOST}.key'}"
         self.estimator_refused()
         self.preempt()
         self.reclaim_idle()
+        self.cordon_and_drain()
         self.splits()
+        self.read_metrics()
         self.ledger()
 
     def calibrate(self) -> None:
@@ -365,7 +374,16 @@ key = "{self.pki / f'{AGENT_HOST}.key'}"
         order = to_doc(self.ops.PreemptionOrder(ops_pb2.PreemptionOrderRequest()))
         self.show("r-1 reports 10 completed units, r-2 reports 2: preemption order, worst µJ per unit first",
                   render_preemption(order))
-        claim = self.submit("t-urgent", "training", mdev=5 * SLICE, estimate_uj=100 * J)
+        urgent = claims_pb2.SubmitRequest(claim_id="t-urgent", tenant="training", estimate_uj=100 * J,
+                                          resources=types_pb2.Resources(gpu_mdev=5 * SLICE))
+        before = self.ops.LedgerHead(ops_pb2.LedgerHeadRequest()).length
+        plan = to_doc(self.claims_as("training").Plan(claims_pb2.PlanRequest(claims=[urgent])))
+        added = self.ops.LedgerHead(ops_pb2.LedgerHeadRequest()).length - before
+        self.show("training first asks what half a GPU would get now: a dry run (Claims.Plan, "
+                  "`poolctl submit --dry-run`) decides it as Submit would and records nothing", render_plan(plan))
+        self.report["dry_run"] = {"state": plan["claims"][0]["state"], "receipts_added": added,
+                                  "victims": [v["claim_id"] for v in plan["victims"]]}
+        claim = to_doc(self.claims_as("training").Submit(urgent))
         victims = [self.status(c) for c in ("r-1", "r-2")]
         self.show("training claims half a GPU, inside its own 0.7 GPU guarantee, but research borrowed part of it: "
                   "lent capacity is taken back, worst cost per unit first, no more than needed",
@@ -395,6 +413,47 @@ key = "{self.pki / f'{AGENT_HOST}.key'}"
             self.report["idle"] = {"verdicts_seen": seen, "reclaimed": reclaimed}
         else:
             self.say(f"No idle threshold is known for {', '.join(self.gpus)}: nothing is reclaimed (RULES §8).")
+
+    def cordon_and_drain(self) -> None:
+        """Cordon the host: a new claim waits; uncordon: it is admitted in the
+        same decision; drain: cordoned again until its owner releases it
+        (nothing is preempted)."""
+        cordon = lambda on: to_doc(self.ops.Cordon(ops_pb2.CordonRequest(worker=AGENT_HOST, cordoned=on)))  # noqa: E731
+        worker = cordon(True)
+        waiting = self.submit("late-1", "training", estimate_uj=10 * J)
+        self.show(f"The operator cordons {AGENT_HOST} (`poolctl workers cordon`): nothing new is placed there",
+                  render_workers({"workers": [worker]}) + "\n\n" + render_claims([waiting]))
+        cordon(False)
+        admitted = self.status("late-1")
+        self.show("Uncordoned: late-1 is admitted in the same decision", render_claims([admitted]))
+        worker = cordon(True)
+        self.show(f"Drain (`poolctl workers drain {AGENT_HOST} --wait`): cordoned, waiting for the claims on it to "
+                  "be released by their owners (nothing is preempted)", render_workers({"workers": [worker]}))
+        holding = list(worker["active_claims"])
+        self.release("late-1")
+        drained = next(w for w in to_doc(self.ops.Workers(ops_pb2.WorkersRequest()))["workers"]
+                       if w["worker"] == AGENT_HOST)
+        self.show("late-1's owner releases it: the host is drained", render_workers({"workers": [drained]}))
+        cordon(False)
+        self.report["cordon"] = {"while_cordoned": waiting["state"], "reason": waiting["reason"],
+                                 "uncordoned": admitted["state"], "draining_holds": holding,
+                                 "drained_holds": drained["active_claims"], "drained_cordoned": drained["cordoned"]}
+
+    def read_metrics(self) -> None:
+        """A few of the scheduler's metrics, as Prometheus reads them."""
+        with urllib.request.urlopen(self.report["metrics"]["scheduler"], timeout=10) as answer:
+            text = answer.read().decode()
+        wanted = ("pool_admissions_total", 'pool_settlements_total{kind="released"}',
+                  'pool_settlements_total{kind="preempted"}', 'pool_settlements_total{kind="reclaimed"}',
+                  "pool_ledger_length")
+        samples = {}
+        for line in text.splitlines():
+            name, _, value = line.rpartition(" ")
+            if name in wanted:
+                samples[name] = float(value)
+        self.show(f"The scheduler's metrics ({self.report['metrics']['scheduler']}), a few of them",
+                  table(("metric", "value"), [(k, f"{samples.get(k, 0):g}") for k in wanted]))
+        self.report["metrics"]["samples"] = samples
 
     def splits(self) -> None:
         splits = splits_doc(self.ops, ops_pb2.SplitsRequest())

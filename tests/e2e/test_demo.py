@@ -29,6 +29,9 @@ def test_without_keep_the_demo_leaves_only_its_plots():
     assert done.returncode == 0, done.stderr
     said = re.search(r"^Plots: splits (\S+), reclamation (\S+)$", done.stdout, re.MULTILINE)
     assert said, done.stdout
+    assert re.search(r"^Metrics \(Prometheus\): scheduler http://127\.0\.0\.1:\d+/metrics, agent http://", done.stdout,
+                     re.MULTILINE)
+    assert "dry run: nothing was recorded" in done.stdout and "is drained" in done.stdout
     plots = [Path(p) for p in said.groups()]
     try:
         assert {p.name for p in plots[0].parent.iterdir()} == {"splits.png", "reclamation.png"}
@@ -67,6 +70,17 @@ def check_outcomes(report: dict) -> None:
     assert report["estimator"] == {"state": "PENDING", "reason": "ESTIMATOR_MAY_NOT_BORROW"}
     # r-2 did 2 units for the energy r-1 spent on 10: the worse cost per unit goes, and only it
     assert report["preemption"] == {"t-urgent": "ADMITTED", "r-1": "ADMITTED", "r-2": "PREEMPTED"}
+    # the dry run said the same before anything was recorded
+    assert report["dry_run"] == {"state": "ADMITTED", "receipts_added": 0, "victims": ["r-2"]}
+    cordon = report["cordon"]
+    assert (cordon["while_cordoned"], cordon["uncordoned"]) == ("PENDING", "ADMITTED")
+    assert cordon["reason"] != "ADMISSIBLE"
+    assert (cordon["draining_holds"], cordon["drained_holds"], cordon["drained_cordoned"]) == (["late-1"], [], True)
+    metrics = report["metrics"]
+    assert metrics["scheduler"].startswith("http://127.0.0.1:") and metrics["agent"].startswith("http://127.0.0.1:")
+    samples = metrics["samples"]
+    assert samples["pool_admissions_total"] >= 8 and samples['pool_settlements_total{kind="preempted"}'] == 1
+    assert samples['pool_settlements_total{kind="reclaimed"}'] == 1 and samples["pool_ledger_length"] > 0
     assert report["idle"]["verdicts_seen"][-1] == "IDLE" and report["idle"]["reclaimed"] == ["nb-1"]
     assert {"research", "training", "(unallocated)"} <= set(report["splits"])
     plots = [Path(p) for p in report["plots"].values()]   # both in the demo's directory
