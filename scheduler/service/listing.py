@@ -8,8 +8,11 @@ claim ids in order, each pending claim's queue position (kernel.queue_position
 searches the queue once per claim), and the claims, receipt seqs and
 principals as plain dicts. A listing's later pages usually read the same
 state, so the last state's are kept. A status is built with the fields that
-are set only (a keyword per field costs as much whether it is zero or not).
-bench/cli.py measures it beside squeue."""
+are set only (a keyword per field costs as much whether it is zero or not),
+and kept: the next listing reuses it while the claim (an immutable value,
+replaced by every change), its receipt seq, reason, queue position and
+principals are the same, so a queue that stands still is listed without
+building a status again. bench/cli.py measures both beside squeue."""
 
 from __future__ import annotations
 
@@ -36,6 +39,9 @@ class Listing:
         self._seqs: dict[str, int] = {}
         self._submitted_by: dict[str, str] = {}
         self._released_by: dict[str, str] = {}
+        # claim id -> (the claim, (seq, position, submitted by, released by), the pending reasons
+        # it was judged with, its reason, its status)
+        self._made: dict[str, tuple] = {}
 
     def _of(self, committed: Committed) -> None:
         if committed is self._committed:
@@ -45,6 +51,8 @@ class Listing:
             self._claims = state.claims.to_dict()
             self._ids = sorted(self._claims)
             self._positions = {key[-1]: n for n, key in enumerate(state.pending, 1)}
+            if len(self._made) > 2 * len(self._claims) + 1000:   # statuses of claims long gone
+                self._made = {c: made for c, made in self._made.items() if c in self._claims}
         self._seqs = committed.claim_seq.to_dict()
         self._submitted_by = committed.submitted_by.to_dict()
         self._released_by = committed.released_by.to_dict()
@@ -60,20 +68,30 @@ class Listing:
         self._of(committed)
         positions, seqs, submitted_by, released_by = self._positions, self._seqs, self._submitted_by, \
             self._released_by
-        reasons = committed.pending_reason
+        reasons, made = committed.pending_reason, self._made
         out = []
         for claim in claims:
             claim_id, spec, state = claim.spec.claim_id, claim.spec, claim.state
-            if state is _PENDING:
+            key = (seqs.get(claim_id, 0), positions.get(claim_id, 0), submitted_by.get(claim_id),
+                   released_by.get(claim_id))
+            before = made.get(claim_id)
+            if before is not None and before[0] is claim and before[1] == key:
+                if state is not _PENDING or before[2] is reasons:   # the same verdicts: the same reason
+                    out.append(before[4])
+                    continue
+            if state is _PENDING:   # the reason it waits, as the last decision judged it
                 reason = reasons.get(claim_id, _UNSPECIFIED)
+                if before is not None and before[0] is claim and before[1] == key and before[3] == reason:
+                    made[claim_id] = (claim, key, reasons, reason, before[4])
+                    out.append(before[4])
+                    continue
             elif state is _REFUSED:
                 reason = claim.reason
             else:
                 reason = kernel.headline(claim)
             status = claims_pb2.ClaimStatus(
                 claim_id=claim_id, tenant=spec.tenant, state=state, reason=reason, hold_uj=claim.hold_uj,
-                ledger_seq=seqs.get(claim_id, 0), request=_request(spec), submitted_ns=claim.submitted_ns,
-                queue_position=positions.get(claim_id, 0))
+                ledger_seq=key[0], request=_request(spec), submitted_ns=claim.submitted_ns, queue_position=key[1])
             if claim.hold_grade is not None:
                 status.hold_grade = claim.hold_grade
             if claim.settled_ns:
@@ -105,12 +123,11 @@ class Listing:
                 status.gang_id = spec.gang_id
             if spec.priority:
                 status.priority = spec.priority
-            by = submitted_by.get(claim_id)
-            if by:
-                status.submitted_by = by
-            by = released_by.get(claim_id)
-            if by:
-                status.released_by = by
+            if key[2]:
+                status.submitted_by = key[2]
+            if key[3]:
+                status.released_by = key[3]
+            made[claim_id] = (claim, key, reasons, reason, status)
             out.append(status)
         return out
 

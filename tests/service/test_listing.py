@@ -101,3 +101,28 @@ def test_every_field_a_status_can_fill_is_compared(tmp_path):
         await close(engine, steward)
 
     asyncio.run(run())
+
+
+def test_a_status_is_reused_only_while_nothing_it_shows_changed(tmp_path):
+    """A second listing reuses the statuses of claims that did not change and
+    builds those that did (a release, a queue that moved) again: both
+    listings say what status says."""
+    async def run() -> None:
+        engine, steward = opened(tmp_path / "ledger.sqlite")
+        await drive(engine, [("submit", "a", 10, 1000, 0), ("submit", "b", 10, 1000, 0), ("submit", "a", 10, 1000, 0),
+                             ("submit", "b", 10, 1000, 0), ("submit", "a", 10, 1000, 0),
+                             ("submit", "b", 10, 1000, 0)])
+        servicer = ClaimsServicer(engine, Limits())
+        request = claims_pb2.ListClaimsRequest()
+        first = list((await ClaimsServicer.List.__wrapped__(servicer, request, None)).claims)
+        assert first == _plain(servicer, engine.read(), request)
+        again = list((await ClaimsServicer.List.__wrapped__(servicer, request, None)).claims)
+        assert again == first
+        admitted = next(s.claim_id for s in first if s.state == ClaimState.ADMITTED)
+        assert any(s.state == ClaimState.PENDING for s in first), "a queue that moves on the release"
+        await release(engine, admitted)
+        after = list((await ClaimsServicer.List.__wrapped__(servicer, request, None)).claims)
+        assert after == _plain(servicer, engine.read(), request) != first
+        await close(engine, steward)
+
+    asyncio.run(run())
