@@ -17,14 +17,33 @@ The target is poolctl ≤ 1.3 × its floor.
 The client library's cost per unary call (issue 22: ≤ 5 % over bare stubs):
 --calls Gets in this process through pool_client.Client and through the bare
 generated stub, on channels with the same options and credentials, in
-alternating blocks. This script installs nothing.
+alternating blocks.
 
-Usage: .venv/bin/python bench/cli.py [--rounds N] [--calls N] [--slurm]
+List at depth (issue 23, Must-have 2; --list-pending 0 skips it): with
+--list-pending claims pending (10,000 by default, written into the ledger
+before the scheduler starts: bench/queue_depth.py's queue_ledger), each
+figure the least of --list-rounds runs:
+  gRPC List for pending and admitted claims, every page, from an in-process
+      client: wall time and the scheduler's CPU time while it answered;
+  `poolctl claims --state pending,admitted` as a subprocess: wall time, the
+      scheduler's CPU time, and the table alone (sort and render, in this
+      process, from the same answers);
+  beside `squeue -r -t PD,R` listing as many jobs, measured when a
+      slurmctld answers here (SLURM_CONF) with its queue filled, else the
+      figure recorded in LIST_FLOORS. To fill one: `python
+      tests/slurm/cluster.py start DIR`, then with SLURM_CONF=DIR/slurm.conf,
+      `sbatch --hold --array=0-999 -p open --wrap true` ten times (Slurm's
+      default MaxJobCount stops the tenth array short: ~9,990 jobs).
+This script installs nothing.
+
+Usage: .venv/bin/python bench/cli.py [--rounds N] [--calls N] [--slurm] [--list-pending N] [--list-rounds N]
+                                     [--list-only]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import os
 import shutil
@@ -35,11 +54,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from e2e import BIN, TENANTS, Pki, scheduler      # bench/e2e.py
+from e2e import BIN, TENANTS, Pki, channel, cpu_seconds, scheduler      # bench/e2e.py
+from queue_depth import queue_ledger                                   # bench/queue_depth.py
 
 # Peers measured earlier on this machine, used when the peer cannot be run here.
 FLOORS = {
     "squeue -j ID": (0.010, "issue 23: squeue -j against slurmctld 22.05 on this machine"),
+}
+LIST_FLOORS = {
+    10_000: (0.180, "issue 23: squeue against slurmctld 22.05 on this machine, 10,000 pending"),
 }
 
 FLOOR_CLIENT = """
@@ -134,12 +157,109 @@ def library_overhead(address: str, ca: str, cert: str, key: str, calls: int, blo
     return min(through), min(direct)
 
 
+# -- List at depth ----------------------------------------------------------------
+
+def list_all(stub) -> list:
+    """Every page of List for the pending and admitted claims."""
+    from protos.pool.v1 import claims_pb2, types_pb2
+    request = claims_pb2.ListClaimsRequest(states=[types_pb2.PENDING, types_pb2.ADMITTED])
+    answers = []
+    while True:
+        answer = stub.List(request, timeout=60)
+        answers.append(answer)
+        if not answer.next_page_token:
+            return answers
+        request.page_token = answer.next_page_token
+
+
+def squeue_list_peer(pending: int, rounds: int) -> tuple[list[float] | None, str]:
+    """`squeue -r -t PD,R` against a slurmctld that answers here, its queue filled beforehand."""
+    if shutil.which("squeue") is None:
+        return None, "squeue is not on PATH"
+    if subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, timeout=30).returncode != 0:
+        return None, "no slurmctld answers here"
+    walls, listed = [], 0
+    for _ in range(rounds):
+        started = time.perf_counter()
+        done = subprocess.run(["squeue", "-r", "-t", "PD,R"], capture_output=True, timeout=60)
+        walls.append(time.perf_counter() - started)
+        listed = max(0, len(done.stdout.splitlines()) - 1)
+    if listed < pending * 0.9:
+        return None, f"its queue holds {listed:,} jobs, not ~{pending:,} (fill it: see the docstring)"
+    return walls, f"squeue -r -t PD,R, {listed:,} jobs (peer, measured)"
+
+
+def list_figures(pending: int, rounds: int) -> None:
+    """Each figure the least of `rounds` runs after a first listing (whose statuses the
+    scheduler then reuses while their claims stand still); the first listing's own too."""
+    from scheduler.ctl import claims as ctl_claims
+    from protos.pool.v1 import claims_pb2_grpc
+    with tempfile.TemporaryDirectory(prefix="pool-bench-list-", dir=os.environ.get("BENCH_DIR")) as tmp:
+        workdir = Path(tmp)
+        pki = Pki(workdir / "pki", hosts=1)
+        with scheduler(workdir, prepare=lambda: queue_ledger(workdir, pending), pki=pki) as (address, pid):
+            with channel(address, pki, "operator", aio=False) as grpc_channel:
+                stub = claims_pb2_grpc.ClaimsStub(grpc_channel)
+                cpu, started = cpu_seconds(pid), time.perf_counter()
+                answers = list_all(stub)   # the first listing: every status built
+                cold = time.perf_counter() - started, cpu_seconds(pid) - cpu
+                claims = [c for a in answers for c in a.claims]
+                assert len(claims) >= pending, len(claims)
+                env = {**os.environ, "POOL_SCHEDULER": address, "POOL_CA": str(pki.dir / "ca.pem"),
+                       "POOL_CERT": str(pki.dir / "operator.pem"), "POOL_KEY": str(pki.dir / "operator.key"),
+                       "POOL_CONFIG": str(workdir / "no-config.toml")}
+                env.pop("POOL_CONTEXT", None)
+                command = [str(BIN / "poolctl"), "claims", "--state", "pending,admitted"]
+                runs: dict[str, list[float]] = {n: [] for n in ("grpc wall", "grpc cpu", "ctl wall", "ctl cpu",
+                                                                 "table")}
+                for _ in range(rounds):   # in turns
+                    cpu, started = cpu_seconds(pid), time.perf_counter()
+                    list_all(stub)
+                    runs["grpc wall"].append(time.perf_counter() - started)
+                    runs["grpc cpu"].append(cpu_seconds(pid) - cpu)
+                    cpu, started = cpu_seconds(pid), time.perf_counter()
+                    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+                    runs["ctl wall"].append(time.perf_counter() - started)
+                    runs["ctl cpu"].append(cpu_seconds(pid) - cpu)
+                    assert done.returncode == 0 and len(done.stdout.splitlines()) >= pending, done.stderr
+                    started = time.perf_counter()
+                    with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):
+                        ctl_claims.print_claims(ctl_claims.ClaimsTable.default(), claims, "queue")
+                    runs["table"].append(time.perf_counter() - started)
+    peer, where = squeue_list_peer(pending, rounds)
+    if peer is None:
+        value, recorded = LIST_FLOORS.get(pending, (None, ""))
+        if value is None:
+            raise SystemExit(f"no squeue peer ({where}) and no figure recorded at {pending:,} pending")
+        peer, where = [value], f"squeue, recorded: {recorded} ({where})"
+    print(f"List at {pending:,} pending, the least of {rounds} runs each (a loaded shared machine)")
+    print(f"  {where}: least {min(peer) * 1000:.1f} ms")
+    print(f"  {'gRPC List, the first listing: the scheduler CPU':<44} {cold[1] * 1000:7.1f} ms   "
+          f"{cold[1] / min(peer):.2f} × squeue (every status built; wall {cold[0] * 1000:.1f} ms)")
+    for name, label in (("grpc cpu", "gRPC List, every page: the scheduler's CPU"),
+                        ("grpc wall", "gRPC List, every page: wall"),
+                        ("ctl cpu", "poolctl claims: the scheduler's CPU"),
+                        ("table", "poolctl claims: the table (sort, render)"),
+                        ("ctl wall", "poolctl claims: wall, the whole process")):
+        target = " (target ≤ 1)" if name in ("grpc cpu", "ctl cpu") else ""
+        label = label.replace("the scheduler's CPU", "the scheduler CPU")
+        print(f"  {label:<44} least {min(runs[name]) * 1000:7.1f} ms   "
+              f"{min(runs[name]) / min(peer):.2f} × squeue{target}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--rounds", type=int, default=9, help="runs of each command (default 9)")
     parser.add_argument("--calls", type=int, default=2000, help="Gets for the library's overhead (default 2000)")
+    parser.add_argument("--list-pending", type=int, default=10_000, help="claims pending for the List figures "
+                        "(default 10,000; 0: skip them)")
+    parser.add_argument("--list-rounds", type=int, default=3, help="runs of each List figure (default 3)")
+    parser.add_argument("--list-only", action="store_true", help="only the List figures")
     parser.add_argument("--slurm", action="store_true", help="start tests/slurm/cluster.py for the squeue peer")
     args = parser.parse_args()
+    if args.list_only:
+        list_figures(args.list_pending, args.list_rounds)
+        return
 
     with tempfile.TemporaryDirectory(prefix="pool-bench-cli-", dir=os.environ.get("BENCH_DIR")) as tmp:
         workdir = Path(tmp)
@@ -193,6 +313,9 @@ def main() -> None:
     print(f"pool_client per unary call (Get, {args.calls} calls each, least of 10 blocks, in this process)")
     print(f"  {'bare generated stub':<44} {direct * 1e6:9.0f} µs")
     print(f"  {'pool_client.Client':<44} {through * 1e6:9.0f} µs   {through / direct - 1:+.1%} (target ≤ +5 %)")
+
+    if args.list_pending:
+        list_figures(args.list_pending, args.list_rounds)
 
 
 if __name__ == "__main__":
