@@ -104,10 +104,14 @@ def client(args: Any) -> pool_client.Client:
     def pick(flag: str, variable: str, from_context: Any) -> Any:
         return getattr(args, flag, None) or os.environ.get(variable) or from_context or None
     scheduler = pick("scheduler", "POOL_SCHEDULER", context.scheduler) or DEFAULT_SCHEDULER
+    ca, cert = pick("ca", "POOL_CA", context.ca), pick("cert", "POOL_CERT", context.cert)
+    key = pick("client_key", "POOL_KEY", context.key)
+    if (cert or key) and not ca:
+        raise CtlError("USAGE", "--cert/--key need --ca (or $POOL_CA, or a context's ca) too", EXIT_USAGE)
+    if bool(cert) != bool(key):
+        raise CtlError("USAGE", "--cert and --key go together", EXIT_USAGE)
     try:
-        return pool_client.Client(scheduler, ca=pick("ca", "POOL_CA", context.ca),
-                                  cert=pick("cert", "POOL_CERT", context.cert),
-                                  key=pick("client_key", "POOL_KEY", context.key), tenant=context.tenant,
+        return pool_client.Client(scheduler, ca=ca, cert=cert, key=key, tenant=context.tenant,
                                   timeout=getattr(args, "timeout", None) or context.timeout, deadline=TIMEOUT_S)
     except ValueError as error:
         raise CtlError("USAGE", str(error), EXIT_USAGE) from None
