@@ -136,7 +136,7 @@ def measure(workers: int, open_claims: int, fresh: int, peer_decisions: int) -> 
     times back to back (as a scheduler's passes run), an explain twelve
     times; the peers once when `peer_decisions` is set. fresh=0: explain only."""
     state, queued, leaves = build(workers, open_claims, fresh)
-    out = {"open": sum(len(ids) for ids in state.open_by_tenant.values())}
+    out = {"open": sum(len(ids) for ids in state.admitted_by_tenant.values())}
     tune_collector()   # as pool-scheduler does once its state is replayed
     if fresh:
         decided, out["decide_s"] = best_seconds(3, schedule, queued, 2)

@@ -52,6 +52,18 @@ def worst(grades: Iterable[Grade]) -> Grade:
     return Grade(result)
 
 
+def sum_graded(parts: Iterable[tuple[int, Grade | None]]) -> tuple[int, Grade | None]:
+    """An aggregate of graded figures: the µJ summed, graded by the worst
+    part. A part graded None is nothing measured: it adds its µJ and no
+    grade, and an aggregate with no graded part has no grade (None)."""
+    total, grades = 0, []
+    for uj, grade in parts:
+        total += uj
+        if grade is not None:
+            grades.append(grade)
+    return total, worst(grades) if grades else None
+
+
 class SplitError(ValueError):
     """A split that cannot be made: no occupants, zero total weight, a bad figure."""
 

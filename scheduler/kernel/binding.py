@@ -25,7 +25,8 @@ from __future__ import annotations
 from protos.energy import MDEV_PER_DEVICE
 
 from .events import Binding, ClaimBound
-from .placement import adjust, pick_devices
+from .loads import adjust
+from .placement import pick_devices
 from .reasons import ClaimState, ErrorCode, KernelError
 from .snapshot import ClusterState, DeviceShare
 

@@ -1,6 +1,7 @@
 """Derived estimates (RULES §7): the largest eligible (not Estimator-graded)
 observation of a declared work class, graded ModelBased, once at least
-`required` eligible observations exist (never fewer than 2)."""
+`required` eligible observations exist (never fewer than 2); and a claim's
+hold (RULES §3), the larger of its declared and its derived estimate."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from dataclasses import dataclass
 from protos.energy import Grade
 
 from .reasons import ErrorCode, KernelError
-from .snapshot import ClassStats, ClusterState
+from .snapshot import ClaimSpec, ClassStats, ClusterState
 
 MIN_REQUIRED = 2
 
@@ -44,3 +45,23 @@ def usable_estimate(state: ClusterState, work_class: str) -> Estimate | KernelEr
                            f"work class {work_class!r} has {estimate.eligible} eligible observations "
                            f"of {estimate.required} required ({estimate.excluded_estimator} excluded as Estimator)")
     return estimate
+
+
+def hold_for(state: ClusterState, spec: ClaimSpec) -> tuple[int, Grade] | KernelError:
+    """The hold: the larger of the declared estimate (Estimator) and the work
+    class's derived estimate (ModelBased); on a tie the better grade. A class
+    still without enough history is refused unless the claim declares its own
+    estimate too (that is how a class earns its first observations)."""
+    if not spec.work_class and spec.estimate_uj is not None:
+        return spec.estimate_uj, Grade.Estimator  # the usual claim: no class to weigh
+    figures = []
+    if spec.work_class:
+        estimate = usable_estimate(state, spec.work_class)
+        if isinstance(estimate, Estimate):
+            figures.append((estimate.estimate_uj, -Grade.ModelBased))
+        elif spec.estimate_uj is None or estimate.code is not ErrorCode.EMPTY_WORK_CLASS:
+            return estimate
+    if spec.estimate_uj is not None:
+        figures.append((spec.estimate_uj, -Grade.Estimator))
+    uj, grade = max(figures)
+    return uj, Grade(-grade)

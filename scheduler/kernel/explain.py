@@ -7,25 +7,180 @@ One explanation never contradicts itself: a pending gang member shows the
 checks and worker rows of the member that blocks its gang (judged, as the
 decision judges it, on the state holding the members before it), so the
 headline is always the failing check's reason.
+
+The checks' words are written here from the facts `admission.evaluate`
+returns (its Verdict's steps): evaluate decides, explain says why. (Over 300
+lines on purpose: every word an explanation shows has this one home.)
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import repeat
-from operator import is_
 from typing import NamedTuple
 
+from protos.energy import MDEV_PER_DEVICE, Grade
+
 from . import gangs
-from .admission import EntitlementCheck, evaluate
-from .placement import FieldFigure, adjust, field_figures, reasoner
-from .reasons import CheckStep, ClaimState, ErrorCode, KernelError, Reason
+from .admission import CHECKS, Verdict, evaluate, judged_hold
+from .entitlement import DEVICES, ENERGY, own_pass
+from .fast.records import rows
 from .fast.shapes import pending_key
-from .snapshot import Claim, ClusterState, DeviceShare, Resources, Worker, WorkerLoad
+from .fit import Fit
+from .loads import adjust
+from .placement import reasoner
+from .reasons import CheckStep, ClaimState, ErrorCode, KernelError, Reason
+from .loads import WorkerLoad
+from .snapshot import SCALAR_FIELDS, Claim, ClusterState, DeviceShare, Resources, Worker
+
+
+@dataclass(frozen=True, slots=True)
+class FieldFigure:
+    field: str
+    requested: int
+    capacity: int
+    reserved: int
+    available_before: int
+    available_after: int  # negative where it would not fit
+    shortfall: int
+
+
+def field_figures(worker: Worker, load: WorkerLoad, req: Resources) -> tuple[FieldFigure, ...]:
+    """Per-field figures for an explanation, and `concurrency` last. On a
+    worker that lacks a requested GPU type the GPU figures count all its
+    devices: the type is the reason (the explanation says so), not a shortage."""
+    capacity = worker.capacity
+    if req.gpu_types and not set(req.gpu_types) <= set(capacity.gpu_types):
+        req = replace(req, gpu_types=())
+    figures = []
+    for name in SCALAR_FIELDS:
+        requested, cap = getattr(req, name), getattr(capacity, name)
+        reserved = load.gpu_mdev if name == "gpu_mdev" else getattr(load, name)
+        before = placeable_mdev(worker, load, req) if name == "gpu_mdev" else max(0, cap - reserved)
+        figures.append(FieldFigure(name, requested, cap, reserved, before, before - requested,
+                                   max(0, requested - before)))
+    limit = worker.max_concurrency
+    if limit:
+        before = max(0, limit - len(load.active))
+        figures.append(FieldFigure("concurrency", 1, limit, len(load.active), before, before - 1,
+                                   max(0, 1 - before)))
+    return tuple(figures)
+
+
+def placeable_mdev(worker: Worker, load: WorkerLoad, req: Resources) -> int:
+    """The GPU figure an explanation shows as available for this request: the
+    most one device can give a fraction, or the wholly free devices."""
+    used = load.device_used or (0,) * len(worker.devices)
+    matching = _matching(worker, req)
+    if 0 < req.gpu_mdev < MDEV_PER_DEVICE:
+        return max((MDEV_PER_DEVICE - used[i] for i in matching), default=0)
+    return MDEV_PER_DEVICE * sum(1 for i in matching if used[i] == 0)
+
+
+def _matching(worker: Worker, req: Resources) -> list[int]:
+    return [i for i, d in enumerate(worker.devices) if not req.gpu_types or d.device_type in req.gpu_types]
+
+
+@dataclass(frozen=True, slots=True)
+class EntitlementCheck:
+    """One row of an explanation's checks: a step of RULES §3 with the
+    figures behind it, in words."""
+
+    step: CheckStep
+    ok: bool
+    evaluated: bool = True
+    node: str = ""
+    guarantee: int = 0
+    usage: int = 0
+    hold: int = 0
+    surplus: int = 0
+    limit: int | None = None
+    grade: Grade | None = None
+    detail: str = ""
+    reason: Reason = Reason.REASON_UNSPECIFIED
+
+
+_FAILS_WITH = dict(CHECKS)
+_REACHED_PLACEMENT = (Reason.ADMISSIBLE, Reason.NO_ELIGIBLE_WORKER)
+
+
+def _row(step: CheckStep, fit: Fit, hold: int, grade: Grade | None, detail: str,
+         reason: Reason | None = None) -> EntitlementCheck:
+    """A step's row from its Fit: failing, the step's own reason unless told."""
+    if reason is None:
+        reason = Reason.REASON_UNSPECIFIED if fit.ok else _FAILS_WITH[step]
+    return EntitlementCheck(step, fit.ok, True, fit.node, fit.guarantee, fit.usage, hold, fit.allowance, fit.limit,
+                            grade, detail, reason)
+
+
+def check_rows(state: ClusterState, claim: Claim, verdict: Verdict, gang_ok: bool = True
+               ) -> tuple[EntitlementCheck, ...]:
+    """The rows of RULES §3's checks for a verdict on `state`: the steps it
+    ran, in words, and the ones it never reached marked not evaluated (none
+    for an admissible claim, whose rows end at placement)."""
+    spec, tenant = claim.spec, claim.tenant
+    hold = judged_hold(state, spec)
+    if isinstance(hold, KernelError):
+        return _with_skipped([EntitlementCheck(CheckStep.VALIDATE, False, detail=str(hold), reason=Reason.INVALID)])
+    hold_uj, grade = hold
+    rows = [EntitlementCheck(CheckStep.VALIDATE, True, node=tenant, hold=hold_uj, grade=grade),
+            EntitlementCheck(CheckStep.GANG_COMPLETE, gang_ok, node=tenant,
+                             reason=Reason.REASON_UNSPECIFIED if gang_ok else Reason.GANG_INCOMPLETE,
+                             detail="" if gang_ok else f"gang {spec.gang_id!r} waits for its members")]
+    if not gang_ok:
+        return _with_skipped(rows)
+    steps, mdev = verdict.steps, spec.resources.gpu_mdev
+    if not steps and verdict.reason in _REACHED_PLACEMENT:
+        # within every guarantee (admission's shortcut): the own passes, which all pass
+        steps = ((CheckStep.DEVICES_ENTITLEMENT_CHECK, own_pass(state.tree, state.usage, tenant, DEVICES, mdev)),
+                 (CheckStep.ENERGY_OWN_PASS_CHECK, own_pass(state.tree, state.usage, tenant, ENERGY, hold_uj)))
+    own_devices = None
+    for step, fit in steps:
+        if step is CheckStep.DEVICES_ENTITLEMENT_CHECK:
+            if own_devices is None:
+                own_devices = fit
+            else:
+                rows.pop()  # borrowing devices: the allowances decided, not the own pass
+            rows.append(_row(step, fit, mdev, None, "milli-devices within guarantee" if own_devices.ok
+                             else "milli-devices beyond guarantee: borrowed"))
+        elif step is CheckStep.ENERGY_OWN_PASS_CHECK:
+            if verdict.reason is Reason.ENERGY_OWN_PASS:
+                rows.append(_row(step, fit._replace(ok=False), hold_uj, grade,
+                                 "its guarantee is in use by claims that may not be preempted for it"))
+            else:
+                rows.append(_row(step, fit, hold_uj, grade, "within its own guarantee" if fit.ok
+                                 else f"above the guarantee of {fit.node!r}: it must borrow", Reason.REASON_UNSPECIFIED))
+        elif step is CheckStep.ESTIMATOR_GRADE_CHECK:
+            rows.append(EntitlementCheck(step, fit.ok, node=tenant, hold=hold_uj, grade=grade,
+                                         reason=Reason.REASON_UNSPECIFIED if fit.ok else _FAILS_WITH[step],
+                                         detail="" if fit.ok else "an Estimator estimate may not borrow"))
+        else:
+            rows.append(_row(step, fit, hold_uj, grade, "borrowed from surplus" if fit.ok
+                             else f"beyond what {fit.node!r} may borrow"))
+    last = rows[-1]
+    if not last.ok and last.reason and last.reason is not verdict.reason:
+        # it would have had to borrow, but preempting lower-priority claims of its
+        # tenant made room in its own guarantee: the failed step is not the reason
+        rows[-1] = replace(last, reason=Reason.REASON_UNSPECIFIED,
+                           detail=f"{last.detail}; lower-priority claims of its tenant are "
+                                  "preempted to fit its own guarantee instead")
+    if verdict.reason not in _REACHED_PLACEMENT:
+        return _with_skipped(rows)
+    placed = verdict.reason is Reason.ADMISSIBLE
+    rows.append(EntitlementCheck(CheckStep.PLACEMENT_CHECK, placed, node=tenant,
+                                 reason=Reason.REASON_UNSPECIFIED if placed else Reason.NO_ELIGIBLE_WORKER,
+                                 detail=f"placed on {verdict.worker!r}" if placed else "no worker can take it"))
+    return tuple(rows) if placed else _with_skipped(rows)
+
+
+def _with_skipped(rows: list[EntitlementCheck]) -> tuple[EntitlementCheck, ...]:
+    """The rows, then every step not reached, in RULES §3's order, as not evaluated."""
+    done = {row.step for row in rows}
+    return (*rows, *(EntitlementCheck(step, False, evaluated=False) for step, _ in CHECKS if step not in done))
 
 
 class WorkerExplanation(NamedTuple):
-    """One worker's verdict (a NamedTuple: explain builds one per worker)."""
+    """One worker's verdict."""
 
     worker: str
     ok: bool
@@ -95,14 +250,11 @@ def queue_position(state: ClusterState, claim: Claim) -> int:
 
 def worker_rows(state: ClusterState, claim: Claim) -> tuple[WorkerExplanation, ...]:
     """Every worker's verdict on the claim, in id order."""
-    # one walk of each map into a dict, then every step per worker in C
-    # (map, zip, tuple.__new__) but the verdict itself
     ids, by_id, loads = state.worker_ids, state.workers.to_dict(), state.loads.to_dict()
-    capacities, worker_loads = list(map(by_id.__getitem__, ids)), list(map(loads.__getitem__, ids))
+    capacities, worker_loads = [by_id[w] for w in ids], [loads[w] for w in ids]
     whys = list(map(reasoner(claim.spec), capacities, worker_loads))
-    oks = map(is_, whys, repeat(Reason.ADMISSIBLE))
-    return tuple(map(tuple.__new__, repeat(WorkerExplanation),
-                     zip(ids, oks, whys, capacities, worker_loads, repeat(claim.spec.resources))))
+    oks = [why is Reason.ADMISSIBLE for why in whys]
+    return rows(WorkerExplanation, ids, oks, whys, capacities, worker_loads, repeat(claim.spec.resources))
 
 
 def _held_checks(state: ClusterState, claim: Claim) -> tuple[EntitlementCheck, ...]:
@@ -134,7 +286,7 @@ def _held_checks(state: ClusterState, claim: Claim) -> tuple[EntitlementCheck, .
     )
 
 
-def _settled(state: ClusterState, claim: Claim) -> Explanation:
+def _not_pending(state: ClusterState, claim: Claim) -> Explanation:
     gpu_types = claim.spec.resources.gpu_types
     if claim.state is ClaimState.REFUSED:
         check = EntitlementCheck(CheckStep.GANG_COMPLETE, False, node=claim.tenant, reason=claim.reason,
@@ -156,13 +308,13 @@ def explain(state: ClusterState, claim_id: str, now_ns: int = 0) -> Explanation 
     if claim is None:
         return KernelError(ErrorCode.UNKNOWN_CLAIM, "claim_id", f"no claim {claim_id!r}")
     if claim.state is not ClaimState.PENDING:
-        return _settled(state, claim)
+        return _not_pending(state, claim)
     gang_id = claim.spec.gang_id
     complete = not gang_id or gangs.complete(state, gang_id, claim.spec.gang_size)
     shown, judged_on, member = claim, state, ""
     if gang_id and complete:
         # the gang's own walk: the member that fails (or this one, if none does) on its scratch state
-        for m, ev, scratch, _events in gangs.judged(state, gangs.members(state, gang_id), now_ns, record=True):
+        for m, ev, scratch, _events in gangs.judged(state, gangs.members(state, gang_id), now_ns):
             if m.claim_id == claim_id or ev.reason is not Reason.ADMISSIBLE:
                 shown, judged_on, mine = m, scratch, ev
                 if ev.reason is not Reason.ADMISSIBLE:
@@ -171,6 +323,7 @@ def explain(state: ClusterState, claim_id: str, now_ns: int = 0) -> Explanation 
         member = shown.claim_id
     else:
         ev = evaluate(state, claim, now_ns, gang_ok=complete, may_preempt=not gang_id)
-    return Explanation(claim_id, claim.state, ev.reason, ev.checks, worker_rows(judged_on, shown),
+    checks = check_rows(judged_on, shown, ev, complete)
+    return Explanation(claim_id, claim.state, ev.reason, checks, worker_rows(judged_on, shown),
                        queue_position(state, claim), gang_member=member,
                        gpu_types=claim.spec.resources.gpu_types)

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from .admission import Evaluation, admit_events, evaluate, hold_for
+from .admission import Verdict, admit_events, evaluate
+from .estimates import hold_for
 from .limits import fits_no_worker
 from .reasons import Placement, Reason
 from .snapshot import SCALAR_FIELDS, Claim, ClusterState
@@ -30,7 +31,7 @@ def complete(state: ClusterState, gang_id: str, size: int) -> bool:
     return len(state.gangs.get(gang_id, ())) >= size
 
 
-def never_fits(state: ClusterState, gang: list[Claim]) -> bool:
+def gang_never_fits(state: ClusterState, gang: list[Claim]) -> bool:
     root = state.tree.nodes[state.tree.root]
     holds = [hold_for(state, c.spec) for c in gang]
     if sum(h[0] for h in holds if isinstance(h, tuple)) > root.guarantee_uj:
@@ -49,15 +50,14 @@ def never_fits(state: ClusterState, gang: list[Claim]) -> bool:
     return any(a > cap for a, cap in zip(asked, capacity))
 
 
-def judged(state: ClusterState, gang: list[Claim], now_ns: int, record: bool = False
-           ) -> Iterator[tuple[Claim, Evaluation, ClusterState, list]]:
-    """The members judged one after another: (member, its evaluation, the
+def judged(state: ClusterState, gang: list[Claim], now_ns: int) -> Iterator[tuple[Claim, Verdict, ClusterState, list]]:
+    """The members judged one after another: (member, its verdict, the
     scratch state it was judged on, the gang's events so far), up to and
     including the first that fails. Deciding and explaining a gang both walk
     this, so an explanation is the decision's own."""
     scratch, events = state, []
     for member in gang:
-        ev = evaluate(scratch, member, now_ns, may_preempt=False, record=record)
+        ev = evaluate(scratch, member, now_ns, may_preempt=False)
         yield member, ev, scratch, events
         if ev.reason is not Reason.ADMISSIBLE:
             return
@@ -66,8 +66,8 @@ def judged(state: ClusterState, gang: list[Claim], now_ns: int, record: bool = F
             scratch = apply(scratch, event)
 
 
-def decide_gang(state: ClusterState, gang: list[Claim], now_ns: int) -> tuple[Reason, list, Evaluation | None]:
-    """(reason, events, failing evaluation) for a complete gang."""
+def decide_gang(state: ClusterState, gang: list[Claim], now_ns: int) -> tuple[Reason, list, Verdict | None]:
+    """(reason, events, failing verdict) for a complete gang."""
     events: list = []
     for _member, ev, _scratch, events in judged(state, gang, now_ns):
         if ev.reason is not Reason.ADMISSIBLE:

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 
 from protos.energy import MDEV_PER_DEVICE, Grade, mean_uw
 
-from .admission import settle
+from .requests import settle
 from .events import Reclaimed
 from .reasons import IdleVerdict
-from .snapshot import Claim, ClusterState, IdlePolicy
+from .snapshot import Claim, ClusterState, IdlePolicy, admitted_ids
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +80,7 @@ def idle_verdicts(state: ClusterState, observations: Mapping[str, Observation],
     """A verdict for every admitted claim, by claim id; the policy in force
     unless one is given."""
     policy = state.idle if policy is None else policy
-    admitted = sorted(c for t in state.open_by_tenant for c in state.open_by_tenant[t])
+    admitted = sorted(admitted_ids(state))
     return tuple(verdict(state, state.claims[c], observations.get(c), policy) for c in admitted)
 
 

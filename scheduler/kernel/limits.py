@@ -11,7 +11,8 @@ from dataclasses import replace
 from protos.energy import UNALLOCATED
 
 from .placement import check_worker
-from .snapshot import ClaimSpec, ClusterState, Worker, WorkerLoad
+from .loads import WorkerLoad
+from .snapshot import ClaimSpec, ClusterState, Worker
 
 NAME_RULE = "[A-Za-z0-9._:-]{1,128}"            # claim, gang, work class, host and device ids
 NAME = re.compile(NAME_RULE)
@@ -38,7 +39,7 @@ def fits_no_worker(workers: Iterable[Worker], spec: ClaimSpec) -> bool:
                    is not None for w in workers)
 
 
-def never_fits(state: ClusterState, spec: ClaimSpec, hold_uj: int) -> tuple[str, str] | None:
+def claim_never_fits(state: ClusterState, spec: ClaimSpec, hold_uj: int) -> tuple[str, str] | None:
     """(field, why) when a claim can never be admitted under this
     configuration: its hold or milli-devices above the root's guarantee.
     Refused at submission rather than left pending, since only a new

@@ -16,23 +16,15 @@ cannot cover the request, instead of a pass over every worker.
 
 from __future__ import annotations
 
-from bisect import insort
 from collections.abc import Callable
-from dataclasses import dataclass, replace
 
 from protos.energy import MDEV_PER_DEVICE
 
+from .fast.devices import device_test
 from .fast.freeindex import FreeIndex
 from .reasons import Placement, Reason
-from .snapshot import SCALAR_FIELDS, ClaimSpec, DeviceShare, Resources, Worker, WorkerLoad
-
-
-# members read on every decision, bound once (reasons.py says why)
-_ADMISSIBLE, _EXCLUSIVE = Reason.ADMISSIBLE, Placement.PLACEMENT_EXCLUSIVE
-
-
-def _matching(worker: Worker, req: Resources) -> list[int]:
-    return [i for i, d in enumerate(worker.devices) if not req.gpu_types or d.device_type in req.gpu_types]
+from .loads import WorkerLoad
+from .snapshot import ClaimSpec, DeviceShare, Resources, Worker
 
 
 def pick_devices(worker: Worker, load: WorkerLoad, req: Resources) -> tuple[DeviceShare, ...] | None:
@@ -44,8 +36,8 @@ def pick_devices(worker: Worker, load: WorkerLoad, req: Resources) -> tuple[Devi
         used = tuple(u if d.device_type in req.gpu_types else MDEV_PER_DEVICE for u, d in zip(used, devices))
     if req.gpu_mdev < MDEV_PER_DEVICE:
         # least free mdev that fits = the most used up to the limit; index()
-        # finds the first device so used, the lowest id (C-level, per admission)
-        most = max(filter((MDEV_PER_DEVICE - req.gpu_mdev).__ge__, used), default=None)
+        # finds the first device so used, the lowest id
+        most = max((u for u in used if u <= MDEV_PER_DEVICE - req.gpu_mdev), default=None)
         return None if most is None else (DeviceShare(devices[used.index(most)].device_id, req.gpu_mdev),)
     free = [d.device_id for d, u in zip(devices, used) if not u]
     wanted = req.gpu_mdev // MDEV_PER_DEVICE
@@ -54,41 +46,16 @@ def pick_devices(worker: Worker, load: WorkerLoad, req: Resources) -> tuple[Devi
     return tuple(DeviceShare(d, MDEV_PER_DEVICE) for d in free[:wanted])
 
 
-def placeable_mdev(worker: Worker, load: WorkerLoad, req: Resources) -> int:
-    """The GPU figure an explanation shows as available for this request: the
-    most one device can give a fraction, or the wholly free devices."""
-    used = load.device_used or (0,) * len(worker.devices)
-    matching = _matching(worker, req)
-    if 0 < req.gpu_mdev < MDEV_PER_DEVICE:
-        return max((MDEV_PER_DEVICE - used[i] for i in matching), default=0)
-    return MDEV_PER_DEVICE * sum(1 for i in matching if used[i] == 0)
-
-
-def _device_test(req: Resources) -> Callable[[Worker, WorkerLoad], bool] | None:
-    """Whether `pick_devices` would find devices, without building them:
-    without a type filter, one C-level pass over the per-device usage. None
-    when the request takes no GPU."""
-    if not req.gpu_mdev:
-        return None
-    if req.gpu_types:
-        return lambda worker, load: pick_devices(worker, load, req) is not None
-    if req.gpu_mdev < MDEV_PER_DEVICE:
-        most_used = MDEV_PER_DEVICE - req.gpu_mdev
-        # a worker without devices has no fitting one: the default exceeds most_used
-        return lambda worker, load: (min(load.device_used or (0,) * len(worker.devices), default=MDEV_PER_DEVICE)
-                                     <= most_used)
-    wanted = req.gpu_mdev // MDEV_PER_DEVICE
-    return lambda worker, load: (load.device_used.count(0) if load.device_used else len(worker.devices)) >= wanted
-
-
 def reasoner(spec: ClaimSpec) -> Callable[[Worker, WorkerLoad], Reason]:
     """The worker's reason code for this claim, ADMISSIBLE when it takes it.
     The request's figures are read once here, not per worker: explain judges
     every worker against one claim."""
     req = spec.resources
     cpu, memory, disk, types = req.cpu_millis, req.memory_mb, req.disk_mb, set(req.gpu_types)
-    exclusive = spec.placement is _EXCLUSIVE
-    devices_fit = _device_test(req)
+    exclusive = spec.placement is Placement.PLACEMENT_EXCLUSIVE
+    # whether pick_devices would find devices (without building them: fast/devices.py)
+    devices_fit = (device_test(req) or (lambda worker, load: pick_devices(worker, load, req) is not None)
+                   if req.gpu_mdev else None)
 
     def reason(worker: Worker, load: WorkerLoad) -> Reason:
         if not worker.live or (types and not types <= {d.device_type for d in worker.devices}):
@@ -104,7 +71,7 @@ def reasoner(spec: ClaimSpec) -> Callable[[Worker, WorkerLoad], Reason]:
             return Reason.RESOURCE_RESERVATION_UNAVAILABLE
         if worker.max_concurrency and len(load.active) >= worker.max_concurrency:
             return Reason.WORKER_CONCURRENCY_REACHED
-        return _ADMISSIBLE
+        return Reason.ADMISSIBLE
     return reason
 
 
@@ -121,71 +88,6 @@ def place(workers, loads, free_index: FreeIndex, spec: ClaimSpec) -> tuple[str, 
     req, reason = spec.resources, reasoner(spec)
     for worker_id in free_index.covering(req.gpu_mdev, req.cpu_millis, req.memory_mb, req.disk_mb):
         worker, load = workers[worker_id], loads[worker_id]
-        if reason(worker, load) is _ADMISSIBLE:
+        if reason(worker, load) is Reason.ADMISSIBLE:
             return worker_id, pick_devices(worker, load, req)
     return None
-
-
-# Loads and the index, maintained by apply().
-
-def free_key(worker: Worker, load: WorkerLoad) -> tuple[int, int, int, int, str]:
-    """The index entry: free (mdev, cpu, memory, disk) and the id."""
-    return (MDEV_PER_DEVICE * len(worker.devices) - load.gpu_mdev, worker.cpu_millis - load.cpu_millis,
-            worker.memory_mb - load.memory_mb, worker.disk_mb - load.disk_mb, worker.worker_id)
-
-
-def adjust(worker: Worker, load: WorkerLoad, claim_id: str, spec: ClaimSpec,
-           devices: tuple[DeviceShare, ...], sign: int) -> WorkerLoad:
-    """A load with one claim's reservation added (sign 1) or removed (-1)."""
-    req = spec.resources
-    used = load.device_used or (0,) * len(worker.devices)
-    if devices:
-        used = list(used)
-        for device_id, mdev in devices:
-            for i, device in enumerate(worker.devices):
-                if device.device_id == device_id:  # a device gone on re-registration holds nothing
-                    used[i] += sign * mdev
-                    break
-        used = tuple(used)
-    active = list(load.active)
-    if sign > 0:
-        insort(active, claim_id)
-    else:
-        active.remove(claim_id)
-    exclusive = spec.placement is _EXCLUSIVE
-    return WorkerLoad(load.cpu_millis + sign * req.cpu_millis, load.memory_mb + sign * req.memory_mb,
-                      load.disk_mb + sign * req.disk_mb, used, tuple(active),
-                      load.exclusive + (sign if exclusive else 0))
-
-
-@dataclass(frozen=True, slots=True)
-class FieldFigure:
-    field: str
-    requested: int
-    capacity: int
-    reserved: int
-    available_before: int
-    available_after: int  # negative where it would not fit
-    shortfall: int
-
-
-def field_figures(worker: Worker, load: WorkerLoad, req: Resources) -> tuple[FieldFigure, ...]:
-    """Per-field figures for an explanation, and `concurrency` last. On a
-    worker that lacks a requested GPU type the GPU figures count all its
-    devices: the type is the reason (the explanation says so), not a shortage."""
-    capacity = worker.capacity
-    if req.gpu_types and not set(req.gpu_types) <= set(capacity.gpu_types):
-        req = replace(req, gpu_types=())
-    figures = []
-    for name in SCALAR_FIELDS:
-        requested, cap = getattr(req, name), getattr(capacity, name)
-        reserved = load.gpu_mdev if name == "gpu_mdev" else getattr(load, name)
-        before = placeable_mdev(worker, load, req) if name == "gpu_mdev" else max(0, cap - reserved)
-        figures.append(FieldFigure(name, requested, cap, reserved, before, before - requested,
-                                   max(0, requested - before)))
-    limit = worker.max_concurrency
-    if limit:
-        before = max(0, limit - len(load.active))
-        figures.append(FieldFigure("concurrency", 1, limit, len(load.active), before, before - 1,
-                                   max(0, 1 - before)))
-    return tuple(figures)

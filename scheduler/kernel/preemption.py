@@ -16,8 +16,12 @@ from functools import cmp_to_key, reduce
 
 from protos.energy import Grade
 
+from .entitlement import DEVICES, ENERGY, own_pass, within_allowance
+from .events import Preempted
 from .reasons import Tier
-from .snapshot import Claim, ClusterState
+from .requests import settle
+from .snapshot import Claim, ClusterState, admitted_ids
+from .transitions import apply
 
 
 def tier(claim: Claim) -> Tier:
@@ -47,8 +51,8 @@ def ordered(claims: Iterable[Claim]) -> list[Claim]:
     return sorted(claims, key=cmp_to_key(_compare))
 
 
-def open_claims(state: ClusterState) -> list[Claim]:
-    return [state.claims[c] for ids in state.open_by_tenant.values() for c in ids]
+def admitted_claims(state: ClusterState) -> list[Claim]:
+    return [state.claims[c] for c in admitted_ids(state)]
 
 
 def reclaim_candidates(state: ClusterState, claim: Claim) -> list[Claim]:
@@ -60,11 +64,11 @@ def reclaim_candidates(state: ClusterState, claim: Claim) -> list[Claim]:
 
 def priority_candidates(state: ClusterState, claim: Claim) -> list[Claim]:
     """The tenant's open claims of lower priority: filtered on the priorities
-    `open_by_tenant` keeps, so only candidates are looked up."""
-    ids = state.open_by_tenant.get(claim.tenant)
+    `admitted_by_tenant` keeps, so only candidates are looked up."""
+    ids = state.admitted_by_tenant.get(claim.tenant)
     priority = claim.spec.priority
     if not ids or min(ids.values()) >= priority:
-        return []  # the usual answer, found without a Python-level loop
+        return []  # the usual answer
     return ordered(state.claims[c] for c, p in ids.items() if p < priority)
 
 
@@ -123,3 +127,51 @@ def _spared(start: ClusterState, taken: list[Claim], blocking: Callable[[Cluster
         if blocking(reduce(remove, rest, start)) is None:
             kept = rest
     return Victims(tuple(kept), reduce(remove, kept, start))
+
+
+# What a preemptor needs freed, and the victims that free it (RULES §6: "a
+# victim must free some of what blocks").
+
+def own_blocker(claim: Claim, hold_uj: int) -> Callable[[ClusterState], Blocker | None]:
+    """What still blocks the claim's own-pass admission on a state, or None:
+    (check, dimension, node, the usage that check compared), checked lazily
+    in order: the own pass, then the allowances without borrowing."""
+    mdev = claim.spec.resources.gpu_mdev
+
+    def blocking(state: ClusterState) -> Blocker | None:
+        tree, usage, tenant = state.tree, state.usage, claim.tenant
+        for check in (own_pass, within_allowance):
+            for dim, amount in ((ENERGY, hold_uj), (DEVICES, mdev)):
+                fit = own_pass(tree, usage, tenant, dim, amount) if check is own_pass else within_allowance(
+                    tree, usage, tenant, dim, amount, False)
+                if not fit.ok:
+                    return Blocker(check.__name__, dim, fit.node, fit.usage)
+        return None
+    return blocking
+
+
+def _preempter(claim: Claim, now_ns: int) -> Callable[[ClusterState, Claim], ClusterState]:
+    def remove(state: ClusterState, victim: Claim) -> ClusterState:
+        return apply(state, settle(state, victim.claim_id, now_ns, Preempted, by_claim=claim.claim_id))
+    return remove
+
+
+def reclaim_victims(state: ClusterState, claim: Claim, hold_uj: int, now_ns: int,
+                    may_preempt: bool = True) -> Victims | None:
+    """(a) For a claim within its own guarantee: the borrowed claims whose
+    preemption takes back what its tenant lent (none taken when nothing
+    blocks); None when they cannot suffice."""
+    blocking = own_blocker(claim, hold_uj)
+    return choose(state, lambda: reclaim_candidates(state, claim) if may_preempt else [],
+                  blocking, _preempter(claim, now_ns), blocking(state))
+
+
+def outranked_victims(state: ClusterState, claim: Claim, hold_uj: int, now_ns: int) -> Victims | None:
+    """(b) For a claim that would have to borrow: the lower-priority claims of
+    its own tenant whose preemption lets it fit its own guarantee instead;
+    None when there are none or they cannot suffice."""
+    candidates = priority_candidates(state, claim)
+    if not candidates:
+        return None
+    blocking = own_blocker(claim, hold_uj)
+    return choose(state, lambda: candidates, blocking, _preempter(claim, now_ns), blocking(state))

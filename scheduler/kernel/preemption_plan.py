@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .admission import evaluate
-from .preemption import ordered, open_claims, priority_candidates, reclaim_candidates, tier
+from .preemption import ordered, admitted_claims, priority_candidates, reclaim_candidates, tier
 from .reasons import ClaimState, ErrorCode, KernelError, Reason, Tier
 from .snapshot import Claim, ClusterState
 
@@ -27,7 +27,7 @@ class Victim:
 class PreemptionPlan:
     order: tuple[Victim, ...]    # worst first
     victims: tuple[str, ...]     # for a claim: what its admission takes now
-    reason: Reason               # for a claim: its evaluation's reason
+    reason: Reason               # for a claim: its verdict's reason
 
 
 def _victim(c: Claim) -> Victim:
@@ -36,7 +36,7 @@ def _victim(c: Claim) -> Victim:
 
 def preemption_order(state: ClusterState, for_claim_id: str | None = None, now_ns: int = 0) -> PreemptionPlan | KernelError:
     if for_claim_id is None:
-        return PreemptionPlan(tuple(_victim(c) for c in ordered(open_claims(state))), (), Reason.REASON_UNSPECIFIED)
+        return PreemptionPlan(tuple(_victim(c) for c in ordered(admitted_claims(state))), (), Reason.REASON_UNSPECIFIED)
     claim = state.claims.get(for_claim_id)
     if claim is None:
         return KernelError(ErrorCode.UNKNOWN_CLAIM, "for_claim_id", f"no claim {for_claim_id!r}")

@@ -37,7 +37,7 @@ or more), so a work class's derived figure is never needed here.
 
 A gang is admitted whole, without victims: it can move when it is complete
 and a member (any: each must fit on what the ones before it leave) meets
-condition 1. Whether it can ever fit (gangs.never_fits) reads the tree, the
+condition 1. Whether it can ever fit (gangs.gang_never_fits) reads the tree, the
 workers and the class statistics; a decision whose events change one of
 them judges every gang (`every_gang`), since it may refuse one.
 
@@ -104,7 +104,7 @@ class Room:
     def lowest_priority(self, tenant: str) -> int | None:
         """The lowest priority among the tenant's admitted claims; None when it has none."""
         if tenant not in self._lowest:
-            ids = self.state.open_by_tenant.get(tenant)
+            ids = self.state.admitted_by_tenant.get(tenant)
             self._lowest[tenant] = min(ids.values()) if ids else None
         return self._lowest[tenant]
 
@@ -186,7 +186,7 @@ def _head(state: ClusterState, ref: Ref) -> tuple | None:
 
 
 def _fit_inputs(state: ClusterState) -> tuple:
-    """What decides whether a gang can ever fit (gangs.never_fits)."""
+    """What decides whether a gang can ever fit (gangs.gang_never_fits)."""
     return state.tree, state.workers, state.class_stats
 
 

@@ -1,11 +1,7 @@
 """The kernel's closed vocabularies. Names and integer values equal the wire
 enums of protos/pool/v1 (types.proto, ops.proto), so the service converts with
-`pb.Reason.Value(r.name)`; the kernel itself never imports protobuf.
-
-On CPython 3.11 `EnumType` defines `__getattr__`, which sends every read of a
-member through its class (`Reason.ADMISSIBLE`) down the slow attribute path,
-about 0.1 µs each. The modules that read members on every decision bind the
-ones they need to module names once (`_ADMISSIBLE = Reason.ADMISSIBLE`)."""
+`pb.Reason.Value(r.name)`; the kernel itself never imports protobuf
+(tests/kernel/test_enums.py holds them equal)."""
 
 from __future__ import annotations
 

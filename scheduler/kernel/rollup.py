@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from .fast.rollup import copy as copied, writable
 from .fast.edit import Edit, current
 from .snapshot import NodeUsage, Usage
 from .tree import Quota, TenantTree, held_back
@@ -25,12 +26,9 @@ class Rollup:
     and `devices` (tree.ENERGY, tree.DEVICES), read by position in the hot
     paths (`tree.at_path`) and by name through `rollup[name]`.
 
-    A flat list is cheaper to update along one path than a map, and the
-    tree never changes under it. A list, and a Usage record in it, is never
-    changed once made, except by the edit batch that made it (edit.py): the
-    one speed trick here, kept in `_writable`, `_copy` and the first lines
-    of `_added`'s loop. Within a decision's batch each node's record is
-    copied once and then updated in place, not rebuilt per change."""
+    A list, and a Usage record in it, is never changed once made, except
+    by the edit batch that made it (fast/rollup.py: `writable` and `copy`,
+    the two lines of `bump` that read the batch)."""
 
     index: Mapping[str, int]
     energy: list[Usage]    # µJ
@@ -72,10 +70,10 @@ def _rolled_up(tree: TenantTree, quota: Quota, direct: Mapping[str, int]) -> lis
 
 def bump(tree: TenantTree, usage: Rollup, tenant: str, d_uj: int, d_mdev: int) -> Rollup:
     """`usage` with (d_uj, d_mdev) added to `tenant`'s direct usage and its
-    ancestors fixed (this runs on every admission and settlement)."""
+    ancestors fixed: O(depth) per dimension it changes."""
     path, edit = tree.at_path[tenant], current()
-    energy = _added(tree.energy, _writable(usage.energy, edit), path, d_uj, edit) if d_uj else usage.energy
-    devices = _added(tree.devices, _writable(usage.devices, edit), path, d_mdev, edit) if d_mdev else usage.devices
+    energy = _added(tree.energy, writable(usage.energy, edit), path, d_uj, edit) if d_uj else usage.energy
+    devices = _added(tree.devices, writable(usage.devices, edit), path, d_mdev, edit) if d_mdev else usage.devices
     if energy is usage.energy and devices is usage.devices:
         return usage
     return Rollup(usage.index, energy, devices)
@@ -91,39 +89,18 @@ def _added(quota: Quota, nodes: list[Usage], path: tuple[int, ...], amount: int,
     for at in path:
         node = nodes[at]
         if id(node) not in owned:  # made before this batch (or outside any): changed on a copy
-            node = nodes[at] = _copy(node, edit)
+            node = nodes[at] = copied(node, edit)
         total, before = node.total, node.within
         node.direct += direct_gain
         node.total = total + amount
         node.within = after = before + within_gain
         node.held_back += held_gain
         direct_gain = 0  # only the tenant's own direct usage changes
-        # what the parent's within usage gains: this node's, up to its guarantee
-        # (conditionals rather than min(): two calls per node add up here) ...
+        # what the parent's within usage gains: this node's, up to its guarantee ...
         guarantee, lend_limit = guarantees[at], lend_limits[at]
         within_gain = (guarantee if after > guarantee else after) - (guarantee if before > guarantee else before)
         # ... and what the parent's children hold back: this node's guarantee
         # that its lend limit keeps and it does not use (nothing without a limit)
         held_gain = 0 if lend_limit is None else (held_back(guarantee, lend_limit, total + amount)
                                                   - held_back(guarantee, lend_limit, total))
-    return nodes
-
-
-def _copy(node: Usage, edit: Edit | None) -> Usage:
-    """A copy of `node` to change, the batch's own (`edit`, the batch open
-    here: its later changes are made in place)."""
-    copy = Usage(node.direct, node.total, node.within, node.held_back)
-    if edit is not None:
-        edit.own(copy)
-    return copy
-
-
-def _writable(nodes: list[Usage], edit: Edit | None) -> list[Usage]:
-    """`nodes` to write in place: a copy, except inside the edit batch that
-    made it (`edit`, the batch open here: only its first change copies)."""
-    if edit is not None and id(nodes) in edit.owned:
-        return nodes
-    nodes = list(nodes)
-    if edit is not None:
-        edit.own(nodes)
     return nodes

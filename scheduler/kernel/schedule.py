@@ -23,17 +23,12 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from . import gangs
-from .admission import Evaluation, admit_events, evaluate
-from .fast import edit
-from .fast.edit import Edit
+from .admission import Verdict, admit_events, evaluate
+from . import transitions
 from .events import ClaimRefused, ClaimSubmitted, Event, PeriodRolled, Preempted, Released
 from .reasons import ClaimState, Reason
 from .fast.shapes import shape_of
 from .snapshot import Claim, ClusterState
-from .transitions import apply
-
-# members read on every decision, bound once (reasons.py says why)
-_PENDING, _ADMISSIBLE = ClaimState.PENDING, Reason.ADMISSIBLE
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,13 +47,15 @@ def period_roll(state: ClusterState, now_ns: int) -> PeriodRolled | None:
     return PeriodRolled(index) if index > state.period_index else None
 
 
-class Batch:
-    """One decision's events and the state they lead to, applied in place."""
+class Batch(transitions.Batch):
+    """One decision: its events, a reason per claim judged, and the state
+    they lead to, applied in one edit batch."""
 
-    __slots__ = ("state", "events", "reasons", "edit", "now_ns", "preempted")
+    __slots__ = ("events", "reasons", "now_ns", "preempted")
 
     def __init__(self, state: ClusterState, now_ns: int) -> None:
-        self.state, self.now_ns, self.edit = state, now_ns, Edit()
+        super().__init__(state)
+        self.now_ns = now_ns
         self.events: list[Event] = []
         self.reasons: list[tuple[str, Reason]] = []
         self.preempted = False
@@ -69,26 +66,17 @@ class Batch:
             self.preempted |= type(event) is Preempted
             self.apply(event)
 
-    def apply(self, event: Event) -> None:
-        """The state after `event`, made in place where this batch made it:
-        the batch is open only here, so judging and trials copy as always."""
-        token = edit.OPEN.set(self.edit)  # `with self.edit`, without two Python calls per event
-        try:
-            self.state = apply(self.state, event)
-        finally:
-            edit.OPEN.reset(token)
-
     def roll(self) -> bool:
         roll = period_roll(self.state, self.now_ns)
         if roll is not None:
             self.emit([roll])
         return roll is not None
 
-    def judge_claim(self, claim: Claim) -> Evaluation:
-        """Decide one single pending claim; its evaluation."""
-        ev = evaluate(self.state, claim, self.now_ns, record=False)
+    def judge_claim(self, claim: Claim) -> Verdict:
+        """Decide one single pending claim; its verdict."""
+        ev = evaluate(self.state, claim, self.now_ns)
         self.reasons.append((claim.claim_id, ev.reason))
-        if ev.reason is _ADMISSIBLE:
+        if ev.reason is Reason.ADMISSIBLE:
             self.emit(admit_events(self.state, claim, ev, self.now_ns))
         return ev
 
@@ -97,7 +85,7 @@ class Batch:
         waiting while incomplete, else all admitted or none."""
         state = self.state
         members = gangs.members(state, gang_id)
-        if gangs.never_fits(state, members):
+        if gangs.gang_never_fits(state, members):
             reason = Reason.GANG_NEVER_FITS
             self.emit([ClaimRefused(m.claim_id, reason, self.now_ns) for m in members])
         elif not gangs.complete(state, gang_id, members[0].spec.gang_size):
@@ -122,7 +110,7 @@ def schedule(state: ClusterState, now_ns: int) -> Decision:
         for _, _, claim_id in batch.state.pending:
             claim = batch.state.claims[claim_id]
             gang_id = claim.spec.gang_id
-            if claim.state is not _PENDING or gang_id in seen_gangs:
+            if claim.state is not ClaimState.PENDING or gang_id in seen_gangs:
                 continue  # decided with its gang
             if gang_id:
                 seen_gangs.add(gang_id)
@@ -145,7 +133,7 @@ class PendingReasons(Mapping):
 
     def __getitem__(self, claim_id: str) -> Reason:
         claim = self.state.claims.get(claim_id)
-        if claim is None or claim.state is not _PENDING:
+        if claim is None or claim.state is not ClaimState.PENDING:
             raise KeyError(claim_id)
         gang_id = claim.spec.gang_id
         if gang_id:
@@ -156,7 +144,7 @@ class PendingReasons(Mapping):
             return self._by_gang[gang_id]
         shape = shape_of(claim.spec)
         if shape not in self._by_shape:
-            self._by_shape[shape] = evaluate(self.state, claim, self._now_ns, record=False).reason
+            self._by_shape[shape] = evaluate(self.state, claim, self._now_ns).reason
         return self._by_shape[shape]
 
     def __iter__(self) -> Iterator[str]:

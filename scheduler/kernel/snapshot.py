@@ -111,22 +111,6 @@ class Worker:
                          tuple(sorted({d.device_type for d in self.devices})))
 
 
-class WorkerLoad(NamedTuple):
-    """What the open claims on one worker reserve. `device_used` is aligned
-    with `Worker.devices`; `active` is sorted."""
-
-    cpu_millis: int = 0
-    memory_mb: int = 0
-    disk_mb: int = 0
-    device_used: tuple[int, ...] = ()
-    active: tuple[str, ...] = ()
-    exclusive: int = 0
-
-    @property
-    def gpu_mdev(self) -> int:
-        return sum(self.device_used)
-
-
 @dataclass(frozen=True, slots=True)
 class ClaimSpec:
     """A claim as submitted (claims.proto SubmitRequest)."""
@@ -253,7 +237,7 @@ class ClassStats:
 @quick_replace
 class ClusterState(NamedTuple):
     """The whole snapshot. Derived fields (usage, loads, free_index, gangs,
-    open_by_tenant, borrowed, worker_ids, shapes) are maintained by `apply` and equal `rebuild`'s result."""
+    admitted_by_tenant, borrowed, worker_ids, shapes) are maintained by `apply` and equal `rebuild`'s result."""
 
     tree: object | None = None  # TenantTree; typed loosely to keep imports one-way
     period_ns: int = 0          # 0: the period is "none" (lifetime)
@@ -272,13 +256,18 @@ class ClusterState(NamedTuple):
     next_admit_seq: int = 1
     # derived
     usage: object = None        # rollup.Rollup: tenant -> NodeUsage
-    loads: PMap = PMap()         # worker id -> WorkerLoad
-    free_index: FreeIndex = FreeIndex()  # live workers, see placement.free_key
+    loads: PMap = PMap()         # worker id -> loads.WorkerLoad
+    free_index: FreeIndex = FreeIndex()  # live workers, see loads.free_key
     gangs: PMap = PMap()         # gang id -> sorted pending member ids
-    open_by_tenant: PMap = PMap()  # tenant -> PMap admitted claim id -> its priority
+    admitted_by_tenant: PMap = PMap()  # tenant -> PMap admitted claim id -> its priority
     borrowed: PMap = PMap()      # admitted claim id -> True where it borrowed: reclaim's candidates
     worker_ids: tuple[str, ...] = ()  # sorted: explain lists every worker in id order without sorting
     shapes: ShapeIndex = ShapeIndex()  # single pending claims by shape and by size: the queue's equivalence classes
 
     def claim(self, claim_id: str) -> Claim | None:
         return self.claims.get(claim_id)
+
+
+def admitted_ids(state: ClusterState) -> list[str]:
+    """Every admitted claim's id, tenant by tenant (not sorted)."""
+    return [c for ids in state.admitted_by_tenant.values() for c in ids]

@@ -12,24 +12,22 @@ from __future__ import annotations
 from bisect import bisect_left
 from dataclasses import replace
 
-from protos.energy import Grade, worst
+from protos.energy import Grade, sum_graded
 
 from .events import (ClaimAdmitted, ClaimBound, ClaimRefused, ClaimSubmitted, ConfigApplied, Event, Metered,
                      PeriodRolled, Preempted, Progress, Reclaimed, Released, Settled, WorkerCordoned,
                      WorkerLiveness, WorkerRegistered)
-from .placement import adjust, free_key
+from .loads import WorkerLoad, adjust, free_key
+from .fast.edit import Edit
 from .fast.pmap import PMap
 from .reasons import ClaimState
 from .rollup import bump, rollup
 from .fast.freeindex import FreeIndex
-from .snapshot import Claim, ClassStats, ClusterState, DeviceShare, Worker, WorkerLoad
+from .snapshot import Claim, ClassStats, ClusterState, DeviceShare, Worker
 from .fast.sortedseq import SortedSeq
 from .fast.shapes import index as shape_index, pending_key, with_claim
 from .tree import load_tree
 
-
-# members read on every decision, bound once (reasons.py says why)
-_PENDING, _ADMITTED = ClaimState.PENDING, ClaimState.ADMITTED
 
 
 class EventError(ValueError):
@@ -71,12 +69,10 @@ def _reserved(state: ClusterState, worker: Worker, claim: Claim, devices: tuple[
 
 def _open_set(state: ClusterState, claim: Claim, present: bool) -> PMap:
     tenant = claim.tenant
-    old = state.open_by_tenant.get(tenant)
+    old = state.admitted_by_tenant.get(tenant)
     ids = (old or _NO_CLAIMS).set(claim.claim_id, claim.spec.priority) if present else old.delete(
         claim.claim_id)
-    if ids is old and ids:
-        return state.open_by_tenant  # changed in place under the edit
-    return state.open_by_tenant.set(tenant, ids) if ids else state.open_by_tenant.delete(tenant)
+    return state.admitted_by_tenant.set(tenant, ids) if ids else state.admitted_by_tenant.delete(tenant)
 
 
 def _config(state: ClusterState, e: ConfigApplied) -> ClusterState:
@@ -143,16 +139,16 @@ def _submitted(state: ClusterState, e: ClaimSubmitted) -> ClusterState:
 
 
 def _admitted(state: ClusterState, e: ClaimAdmitted) -> ClusterState:
-    claim = _claim(state, e.claim_id, _PENDING)
+    claim = _claim(state, e.claim_id, ClaimState.PENDING)
     worker = state.workers.get(e.worker)
     if worker is None:
         raise EventError(f"claim {e.claim_id!r} admitted on unknown worker {e.worker!r}")
-    admitted = claim._replace(state=_ADMITTED, hold_uj=e.hold_uj, hold_grade=e.hold_grade,
+    admitted = claim._replace(state=ClaimState.ADMITTED, hold_uj=e.hold_uj, hold_grade=e.hold_grade,
                        worker=e.worker, devices=e.devices, borrowed=e.borrowed, admitted_seq=e.admitted_seq,
                        admitted_ns=e.at_ns, borrowed_uj=e.borrowed_uj)
     return state._replace(claims=state.claims.set(claim.claim_id, admitted),
                    usage=bump(state.tree, state.usage, claim.tenant, admitted.usage_uj, claim.spec.resources.gpu_mdev),
-                   open_by_tenant=_open_set(state, claim, True),
+                   admitted_by_tenant=_open_set(state, claim, True),
                    borrowed=state.borrowed.set(claim.claim_id, True) if e.borrowed else state.borrowed,
                    next_admit_seq=max(state.next_admit_seq, e.admitted_seq + 1),
                    **_without_pending(state, claim), **_reserved(state, worker, claim, e.devices, 1))
@@ -186,8 +182,8 @@ def _metered(state: ClusterState, e: Metered) -> ClusterState:
         claim = claims.get(delta.claim_id)
         if claim is None or claim.state is not ClaimState.ADMITTED:
             continue  # energy after settling is the host's, not the claim's
-        grade = delta.grade if claim.measured_grade is None else worst((claim.measured_grade, delta.grade))
-        new = claim._replace(measured_uj=claim.measured_uj + delta.uj, measured_grade=grade)
+        uj, grade = sum_graded(((claim.measured_uj, claim.measured_grade), (delta.uj, delta.grade)))
+        new = claim._replace(measured_uj=uj, measured_grade=grade)
         claims = claims.set(claim.claim_id, new)
         usage = bump(state.tree, usage, claim.tenant, new.usage_uj - claim.usage_uj, 0)
     return state._replace(claims=claims, usage=usage, acked=state.acked.set(e.worker_id, e.window_seq))
@@ -228,7 +224,7 @@ def _settled(state: ClusterState, e: Settled) -> ClusterState:
                               **_without_pending(state, claim))
     usage = bump(state.tree, state.usage, claim.tenant, e.actual_uj - claim.usage_uj, -claim.spec.resources.gpu_mdev)
     return state._replace(claims=state.claims.set(claim.claim_id, settled), usage=usage,
-                   open_by_tenant=_open_set(state, claim, False),
+                   admitted_by_tenant=_open_set(state, claim, False),
                    borrowed=state.borrowed.delete(claim.claim_id) if claim.borrowed else state.borrowed,
                    settled=state.settled.set(claim.claim_id, True), class_stats=_observe(state, claim, e),
                    **_reserved(state, state.workers[claim.worker], claim, claim.devices, -1))
@@ -238,7 +234,7 @@ def _bound(state: ClusterState, e: ClaimBound) -> ClusterState:
     """RULES §10 (binding.py decides; this moves the reservations as recorded)."""
     worker = _known_worker(state, e.worker_id)
     for b in e.bindings:
-        claim = _claim(state, b.claim_id, _ADMITTED)
+        claim = _claim(state, b.claim_id, ClaimState.ADMITTED)
         if claim.worker != e.worker_id:
             raise EventError(f"claim {b.claim_id!r} is on {claim.worker!r}, not {e.worker_id!r}")
         state = state._replace(**_reserved(state, worker, claim, claim.devices, -1))
@@ -268,12 +264,29 @@ def apply(state: ClusterState, event: Event) -> ClusterState:
     return _HANDLERS[type(event)](state, event)
 
 
+class Batch:
+    """Events applied one after another as one edit batch (fast/edit.py):
+    `state` is the last one's result, and the batch is open only while
+    `apply` runs, so the states a caller derives in between (by evaluating,
+    or by trying a preemption) copy as always. The states between two
+    applies are spent; only the last is valid."""
+
+    __slots__ = ("state", "edit")
+
+    def __init__(self, state: ClusterState) -> None:
+        self.state, self.edit = state, Edit()
+
+    def apply(self, event: Event) -> ClusterState:
+        self.state = self.edit.run(apply, self.state, event)
+        return self.state
+
+
 def rebuild(state: ClusterState) -> ClusterState:
     """Every derived index recomputed from the claims: the reference that the
     incremental maintenance must equal, and a full-recompute path."""
     direct: dict[str, tuple[int, int]] = {}
     loads = {w: WorkerLoad(device_used=(0,) * len(worker.devices)) for w, worker in state.workers.items()}
-    open_by_tenant: dict[str, dict] = {}
+    admitted_by_tenant: dict[str, dict] = {}
     borrowed: dict[str, bool] = {}
     pending, gangs, waiting = [], {}, []
     for claim in state.claims.values():
@@ -282,7 +295,7 @@ def rebuild(state: ClusterState) -> ClusterState:
             uj, mdev = claim.usage_uj, claim.spec.resources.gpu_mdev
             loads[claim.worker] = adjust(state.workers[claim.worker], loads[claim.worker], claim.claim_id,
                                          claim.spec, claim.devices, 1)
-            open_by_tenant.setdefault(claim.tenant, {})[claim.claim_id] = claim.spec.priority
+            admitted_by_tenant.setdefault(claim.tenant, {})[claim.claim_id] = claim.spec.priority
             if claim.borrowed:
                 borrowed[claim.claim_id] = True
         elif claim.claim_id in state.settled:
@@ -299,6 +312,6 @@ def rebuild(state: ClusterState) -> ClusterState:
     usage = rollup(state.tree, direct) if state.tree is not None else None
     return state._replace(usage=usage, loads=PMap(loads), free_index=index,
                    gangs=PMap({g: tuple(sorted(m)) for g, m in gangs.items()}),
-                   open_by_tenant=PMap({t: PMap(ids) for t, ids in open_by_tenant.items()}),
+                   admitted_by_tenant=PMap({t: PMap(ids) for t, ids in admitted_by_tenant.items()}),
                    pending=SortedSeq(pending), borrowed=PMap(borrowed), worker_ids=tuple(sorted(state.workers)),
                    shapes=shape_index(waiting))

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from protos.energy import Grade, worst
+from protos.energy import Grade, sum_graded
 
-from .snapshot import SCALAR_FIELDS, ClusterState, Device, Resources, Tenant, Worker
+from .snapshot import SCALAR_FIELDS, ClusterState, Device, Resources, Tenant, Worker, admitted_ids
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,23 +24,20 @@ def tenants(state: ClusterState) -> tuple[TenantView, ...]:
     """Parents before children. Measured figures are summed here, on
     demand, from the claims (an operator query, not a decision)."""
     tree = state.tree
-    measured: dict[str, tuple[int, list[Grade]]] = {}
-    ids = [c for t in state.open_by_tenant for c in state.open_by_tenant[t]] + list(state.settled)
-    for claim in (state.claims[c] for c in ids):
+    parts: dict[str, list[tuple[int, Grade]]] = {}
+    for claim in (state.claims[c] for c in admitted_ids(state) + list(state.settled)):
         uj, grade = (claim.measured_uj, claim.measured_grade) if claim.claim_id not in state.settled else (
             claim.settled_uj, claim.settled_grade)
         if grade is None:
-            continue
+            continue  # nothing measured
         for name in tree.path(claim.tenant):
-            total, grades = measured.setdefault(name, (0, []))
-            grades.append(grade)
-            measured[name] = (total + uj, grades)
+            parts.setdefault(name, []).append((uj, grade))
     out = []
     for name in tree.order:
         u, node = state.usage[name], tree.nodes[name]
-        total, grades = measured.get(name, (0, []))
+        total, grade = sum_graded(parts.get(name, ()))
         out.append(TenantView(node, u.energy.total, u.devices.total, max(0, u.energy.total - node.guarantee_uj), total,
-                              worst(grades) if grades else None))
+                              grade))
     return tuple(out)
 
 

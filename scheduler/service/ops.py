@@ -141,7 +141,7 @@ class OperationsServicer(ops_pb2_grpc.OperationsServicer):
     def _verdicts(state: kernel.ClusterState, observed: Observed, below: int) -> tuple[kernel.ClaimVerdict, ...]:
         """Idle verdicts on `state`, from the windows of receipts below seq `below`."""
         window = state.idle.window_ns
-        admitted = [c for t in state.open_by_tenant for c in state.open_by_tenant[t]]
+        admitted = kernel.admitted_ids(state)
         observations = {c: o for c in admitted if (o := observed.observation(state, c, window, below))}
         return kernel.idle_verdicts(state, observations)
 

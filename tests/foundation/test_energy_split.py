@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protos.energy import UNALLOCATED, Grade, SplitError, mean_uw, split, with_unallocated, worst
+from protos.energy import UNALLOCATED, Grade, SplitError, mean_uw, split, sum_graded, with_unallocated, worst
 
 grades = st.sampled_from(list(Grade))
 occupant_ids = st.text(alphabet="abcdefghij0123456789-", min_size=1, max_size=6)
@@ -111,3 +111,12 @@ def test_gap_reasons_equal_the_wires():
     wire = {name: number for name, number in types_pb2.GapReason.items() if number}
     assert {f"GAP_{''.join('_' + c if c.isupper() else c for c in r.name).lstrip('_').upper()}": int(r)
             for r in GapReason} == wire
+
+
+@given(st.lists(st.tuples(st.integers(0, 10**12), st.none() | st.sampled_from(list(Grade)))))
+def test_sum_graded_sums_every_part_and_takes_the_worst_grade(parts):
+    total, grade = sum_graded(parts)
+    assert total == sum(uj for uj, _ in parts)
+    graded = [g for _, g in parts if g is not None]
+    assert grade == (max(graded) if graded else None)
+    assert grade is None or grade is worst(graded)

@@ -24,7 +24,8 @@ from typing import NamedTuple
 
 from protos.energy import MDEV_PER_DEVICE, Grade, split
 
-from scheduler.kernel.admission import hold_for, settle
+from scheduler.kernel.estimates import hold_for
+from scheduler.kernel.requests import settle
 from scheduler.kernel.fit import Fit  # the record, not the rule: the figures a check reports
 from scheduler.kernel.events import ClaimAdmitted, ClaimRefused, Event, Preempted
 from scheduler.kernel.reasons import ClaimState, Placement, Reason

@@ -102,7 +102,7 @@ def drive(state: ClusterState, ops, settle: bool = False) -> Run:
             run.decisions.append(decision)
             new = list(decision.events)
         else:
-            admitted = sorted(c for t in state.open_by_tenant for c in state.open_by_tenant[t])
+            admitted = sorted(c for t in state.admitted_by_tenant for c in state.admitted_by_tenant[t])
             if not admitted:
                 continue
             target = admitted[op[1] % len(admitted)]

@@ -91,7 +91,7 @@ def _given(state, step, n):
     if kind == "withdraw":
         waiting = [c for _, _, c in state.pending]
         return [release(state, waiting[step[1] % len(waiting)], 1)] if waiting else []
-    admitted = sorted(c for t in state.open_by_tenant for c in state.open_by_tenant[t])
+    admitted = sorted(c for t in state.admitted_by_tenant for c in state.admitted_by_tenant[t])
     if not admitted:
         return []
     target = admitted[step[1] % len(admitted)]
@@ -227,11 +227,11 @@ def test_every_claim_that_could_be_admitted_is_one_the_rule_allows(cluster):
             claim = state.claims[claim_id]
             if claim.spec.gang_id:
                 continue
-            if evaluate(state, claim, record=False).reason is Reason.ADMISSIBLE:
+            if evaluate(state, claim).reason is Reason.ADMISSIBLE:
                 assert room.could_admit(shape_of(claim.spec)), claim.spec
         for gang_id, members in state.gangs.items():
             judged = gangs.members(state, gang_id)
-            if gangs.complete(state, gang_id, judged[0].spec.gang_size) and not gangs.never_fits(state, judged):
+            if gangs.complete(state, gang_id, judged[0].spec.gang_size) and not gangs.gang_never_fits(state, judged):
                 if gangs.decide_gang(state, judged, 0)[0] is Reason.ADMISSIBLE:
                     assert room.gang_could_move(members), gang_id
 

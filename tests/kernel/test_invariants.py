@@ -18,7 +18,7 @@ from scheduler.kernel.rollup import Rollup
 
 
 def _admitted(state):
-    return [state.claims[c] for t in state.open_by_tenant for c in state.open_by_tenant[t]]
+    return [state.claims[c] for t in state.admitted_by_tenant for c in state.admitted_by_tenant[t]]
 
 
 @given(trees(), operations)

@@ -8,9 +8,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import reference  # tests/kernel/reference.py
+from scheduler.kernel.fast.devices import device_test
 from scheduler.kernel.placement import pick_devices, reasoner
 from scheduler.kernel.reasons import Placement, Reason
-from scheduler.kernel.snapshot import ClaimSpec, Device, Resources, Worker, WorkerLoad
+from scheduler.kernel.loads import WorkerLoad
+from scheduler.kernel.snapshot import ClaimSpec, Device, Resources, Worker
 
 TYPES = ("A100", "H200")
 
@@ -54,3 +56,13 @@ def test_reasoner_follows_the_check_order(pair, spec):
 def test_devices_are_picked_as_the_rule_says(pair, spec):
     worker, load = pair
     assert pick_devices(worker, load, spec.resources) == reference.devices_for(worker, plain(worker, load), spec)
+
+
+@settings(max_examples=300)
+@given(worker_and_load(), specs)
+def test_the_device_test_answers_as_picking_does(pair, spec):
+    """fast/devices.py's test, where it has one, against its plain twin."""
+    worker, load = pair
+    test = device_test(spec.resources) if spec.resources.gpu_mdev else None
+    if test is not None:
+        assert test(worker, load) is (pick_devices(worker, load, spec.resources) is not None)

@@ -1,7 +1,7 @@
 """The fast kernel against the plain reference of RULES §3-§6
 (tests/kernel/reference.py), on random clusters driven by random
 operations: every decision, reason, placement and victim set of a full
-re-judge; `evaluate` with and without recording; `place()` against the
+re-judge; `evaluate`'s verdict, and the checks explain writes from it; `place()` against the
 linear best-fit scan (device picks: test_placement.py); the preemption
 order; the victims against an exhaustive search."""
 
@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from strategies import (base, contended_operations, contended_trees, drive, lent_operations, lent_trees,
                         operations, trees, undecided)
 
-from scheduler.kernel import Placement, Reason, Resources, evaluate, schedule
+from scheduler.kernel import Placement, Reason, Resources, check_rows, evaluate, schedule
+from scheduler.kernel.admission import CHECKS
 from scheduler.kernel.placement import place
 from scheduler.kernel.preemption import ordered
 from scheduler.kernel.snapshot import ClaimSpec
@@ -48,20 +49,23 @@ def test_a_full_rejudge_decides_as_the_reference(cluster):
 
 @_SETTINGS
 @given(_clusters)
-def test_evaluate_records_what_it_decides_and_agrees_with_the_reference(cluster):
+def test_the_checks_explain_writes_agree_with_the_verdict_and_the_reference(cluster):
     for state in _states(*cluster):
         for claim in _pending(state):
             if claim.spec.gang_id:
                 continue  # a gang member is judged with its gang (the queue test covers it)
-            quiet, recorded = evaluate(state, claim, record=False), evaluate(state, claim)
-            assert quiet._replace(checks=()) == recorded._replace(checks=())
+            verdict = evaluate(state, claim)
+            checks = check_rows(state, claim, verdict)
             # the first check that failed with a reason is the headline (a failed own pass that
             # goes on to borrow has none)
-            failed = [c.reason for c in recorded.checks if c.evaluated and not c.ok and c.reason]
-            assert (failed[0] if failed else Reason.ADMISSIBLE) is recorded.reason
+            failed = [c.reason for c in checks if c.evaluated and not c.ok and c.reason]
+            assert (failed[0] if failed else Reason.ADMISSIBLE) is verdict.reason
+            order = [step for step, _ in CHECKS]
+            ran = [order.index(c.step) for c in checks if c.evaluated]
+            assert ran == sorted(set(ran))  # each step once, in RULES §3's order
             plain = reference.judge(state, claim)
-            assert (quiet.reason, quiet.hold_uj, quiet.hold_grade, quiet.borrowed,
-                    tuple(v.claim_id for v in quiet.victims), quiet.worker, quiet.devices) == tuple(plain)
+            assert (verdict.reason, verdict.hold_uj, verdict.hold_grade, verdict.borrowed,
+                    tuple(v.claim_id for v in verdict.victims), verdict.worker, verdict.devices) == tuple(plain)
 
 
 requests = st.builds(
@@ -99,7 +103,7 @@ def test_victims_suffice_and_none_is_spare(cluster):
         for claim in _pending(state):
             if claim.spec.gang_id:
                 continue
-            ev = evaluate(state, claim, record=False)
+            ev = evaluate(state, claim)
             candidates = reference.lent_candidates(state, claim)
             if ev.victims:
                 victims = list(ev.victims)

@@ -216,7 +216,7 @@ def test_claims_decided_together_are_one_group_commit(tmp_path):
             events.append(event)
         await engine.decide(events, 1)
         assert stored == [100], "50 submissions and 50 admissions in one transaction"
-        assert engine.read().state == latest(engine) and len(latest(engine).open_by_tenant["a"]) == 25
+        assert engine.read().state == latest(engine) and len(latest(engine).admitted_by_tenant["a"]) == 25
         await close(engine, steward)
 
     asyncio.run(run())

@@ -7,9 +7,11 @@ write into it instead of copying it again. What existed before the batch is
 shared with older states and is still copied, so the state a batch starts
 from is never touched. The states *between* a batch's steps share its nodes
 and are not valid once the next step runs: only the batch's last state is.
-A decision is one batch (schedule.py), open only while it applies its own
-events (`with edit: apply(...)`); evaluation and the trial states of
-preemption and gangs run outside it, so they copy as always.
+The kernel opens its batches itself: a `transitions.Batch` is one, open
+only while it applies an event (`Edit.run`). A decision is one such batch
+(schedule.py); evaluation and the trial states of preemption and gangs run
+outside it, so they copy as always. `with Edit():` also opens one, for a
+caller's own persistent maps (the service's receipt tables).
 
 The batch is found by the structures themselves (`current()`, a context
 variable), never passed through the rules: `apply` and its handlers read as
@@ -19,8 +21,11 @@ sortedseq.py, freeindex.py and rollup.py (its lists and their records), all in f
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 # The batch open here: `OPEN.set(edit)` opens one (returning the token that
 # `OPEN.reset` closes it with; `with edit:` does both), `current()` is it or
@@ -40,6 +45,15 @@ class Edit:
     def own(self, node: Any) -> Any:
         self.owned[id(node)] = node
         return node
+
+    def run(self, fn: Callable[..., T], /, *args: Any) -> T:
+        """`fn(*args)` with this batch open, and only then: how the kernel
+        opens its batches (transitions.Batch)."""
+        token = OPEN.set(self)
+        try:
+            return fn(*args)
+        finally:
+            OPEN.reset(token)
 
     def __enter__(self) -> Edit:
         self._token = OPEN.set(self)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .shapes import Shape, gang_key, of_tenant, sized, tenants
+from .shapes import Shape, gang_key, of_tenant, sized, waiting_tenants
 
 if TYPE_CHECKING:
     from ..queue import Room
@@ -27,7 +27,7 @@ def movable(room: Room, every_gang: bool = False) -> tuple[dict[Shape, tuple], d
     if not state.pending:
         return {}, {}
     index = state.shapes
-    for tenant in tenants(index):
+    for tenant in waiting_tenants(index):
         lowest = room.lowest_priority(tenant)
         if lowest is not None:
             found.update(of_tenant(index, tenant, lowest))                                         # 3

@@ -29,6 +29,7 @@ from __future__ import annotations
 from operator import itemgetter
 from typing import TYPE_CHECKING, NamedTuple
 
+from .records import new_tuple
 from .sortedseq import SortedSeq
 
 if TYPE_CHECKING:
@@ -66,8 +67,7 @@ class Shape(NamedTuple):
 
 def shape_of(spec: ClaimSpec) -> Shape:
     req = spec.resources
-    # tuple.__new__: NamedTuple's own __new__ is a Python call, and this runs on every admission
-    return tuple.__new__(Shape, (spec.tenant, spec.priority, spec.placement,
+    return new_tuple(Shape, (spec.tenant, spec.priority, spec.placement,
                                  -1 if spec.estimate_uj is None else spec.estimate_uj, spec.work_class,
                                  req.cpu_millis, req.memory_mb, req.disk_mb, req.gpu_mdev, req.gpu_types))
 
@@ -99,8 +99,8 @@ def with_claim(shapes: ShapeIndex, claim: Claim, key: tuple, present: bool) -> S
         return shapes
     by_shape, by_size = _entries(shape_of(claim.spec), key)
     if present:
-        return tuple.__new__(ShapeIndex, (shapes.by_shape.add(by_shape), shapes.by_size.add(by_size)))
-    return tuple.__new__(ShapeIndex, (shapes.by_shape.remove(by_shape), shapes.by_size.remove(by_size)))
+        return new_tuple(ShapeIndex, (shapes.by_shape.add(by_shape), shapes.by_size.add(by_size)))
+    return new_tuple(ShapeIndex, (shapes.by_shape.remove(by_shape), shapes.by_size.remove(by_size)))
 
 
 def first_of(shapes: ShapeIndex, shape: Shape) -> tuple | None:
@@ -109,7 +109,7 @@ def first_of(shapes: ShapeIndex, shape: Shape) -> tuple | None:
     return entry[1] if entry is not None and entry[0] == shape else None
 
 
-def tenants(shapes: ShapeIndex) -> list[str]:
+def waiting_tenants(shapes: ShapeIndex) -> list[str]:
     """Every tenant with a single claim pending, by name: one bisect per
     tenant (a tenant's claims span blocks of several shapes, which
     `SortedSeq.firsts` by shape would step through shape by shape)."""
