@@ -218,8 +218,15 @@ def test_explain_of_a_claim_that_is_not_pending():
 
 
 def test_exclusive_gpu_placement_picks_devices():
-    state = submitted(cluster(flat(a=10**6), [GPU]), spec("f", gpu_mdev=250), spec("x", gpu_mdev=2000),
-                      spec("e", placement=Placement.PLACEMENT_SHARED, gpu_mdev=750))
-    state, _, _ = run(state)
-    held = {c: [(d.device_id, d.mdev) for d in state.claims[c].devices] for c in ("f", "x", "e")}
-    assert held == {"f": [("w1-gpu0", 250)], "x": [("w1-gpu1", 1000), ("w1-gpu2", 1000)], "e": [("w1-gpu0", 750)]}
+    """Shared claims pack w1's devices (a fraction on the fullest device that
+    fits, whole GPUs lowest id first); the exclusive one cannot join them
+    and takes w2 alone."""
+    state = submitted(cluster(flat(a=10**6), [GPU, gpus("w2", 4)]), spec("f", gpu_mdev=250),
+                      spec("x", gpu_mdev=2000), spec("e", placement=Placement.PLACEMENT_SHARED, gpu_mdev=750),
+                      spec("ex", placement=Placement.PLACEMENT_EXCLUSIVE, gpu_mdev=2000))
+    state, reasons, _ = run(state)
+    assert set(reasons.values()) == {Reason.ADMISSIBLE}
+    held = {c: [(d.device_id, d.mdev) for d in state.claims[c].devices] for c in ("f", "x", "e", "ex")}
+    assert held == {"f": [("w1-gpu0", 250)], "x": [("w1-gpu1", 1000), ("w1-gpu2", 1000)], "e": [("w1-gpu0", 750)],
+                    "ex": [("w2-gpu0", 1000), ("w2-gpu1", 1000)]}
+    assert state.loads["w2"].exclusive == 1 and state.loads["w1"].exclusive == 0
