@@ -27,10 +27,11 @@ from .events import ClaimAdmitted, Preempted
 from .fit import Fit
 from .placement import place
 from .preemption import Victims, outranked_victims, reclaim_victims
-from .reasons import CheckStep, ErrorCode, KernelError, Reason
+from .reasons import CheckStep, KernelError, Reason
 from .requests import settle
 from .snapshot import Claim, ClaimSpec, ClusterState, DeviceShare
 from .transitions import apply
+from .fast.members import ADMISSIBLE, ESTIMATOR
 
 # RULES §3's checks in order, each with the reason a claim waits for when it
 # fails (a failed own pass is not a reason by itself: the claim goes on to
@@ -51,25 +52,18 @@ Step = tuple[CheckStep, Fit]
 
 class Verdict(NamedTuple):
     """One claim judged against one state: the reason (ADMISSIBLE when it
-    would be admitted), what admitting it takes, and the entitlement steps
-    run, in order. The devices step appears twice when the claim borrows
+    would be admitted), the hold, the entitlement steps run, in order, and
+    what admitting it takes. The devices step appears twice when the claim borrows
     devices: its own pass, then the allowances that admitted it."""
 
     reason: Reason
     hold_uj: int = 0
     hold_grade: Grade | None = None
+    steps: tuple[Step, ...] = ()
     borrowed: bool = False
     victims: tuple[Claim, ...] = ()
     worker: str = ""
     devices: tuple[DeviceShare, ...] = ()
-    steps: tuple[Step, ...] = ()
-
-
-def judged_hold(state: ClusterState, spec: ClaimSpec) -> tuple[int, Grade] | KernelError:
-    """The validate step: the claim's hold, or why it has none."""
-    if spec.tenant not in state.tree.nodes:
-        return KernelError(ErrorCode.UNKNOWN_TENANT, "tenant", f"tenant {spec.tenant!r} is not in the tree")
-    return hold_for(state, spec)
 
 
 def evaluate(state: ClusterState, claim: Claim, now_ns: int = 0, *, gang_ok: bool = True,
@@ -77,7 +71,7 @@ def evaluate(state: ClusterState, claim: Claim, now_ns: int = 0, *, gang_ok: boo
     """Judge one pending claim. `gang_ok` is the gang step's verdict, decided
     by the caller; gangs do not preempt (may_preempt=False)."""
     spec, tree, usage = claim.spec, state.tree, state.usage
-    hold = judged_hold(state, spec)
+    hold = hold_for(state, spec)   # the validate step
     if isinstance(hold, KernelError):
         return Verdict(Reason.INVALID)
     hold_uj, grade = hold
@@ -96,7 +90,7 @@ def evaluate(state: ClusterState, claim: Claim, now_ns: int = 0, *, gang_ok: boo
         dev = within_allowance(tree, usage, tenant, DEVICES, mdev, True)
         steps = ((CheckStep.DEVICES_ENTITLEMENT_CHECK, own_d), (CheckStep.DEVICES_ENTITLEMENT_CHECK, dev))
         if not dev.ok:
-            return Verdict(Reason.DEVICES_ENTITLEMENT, hold_uj, grade, steps=steps)
+            return Verdict(Reason.DEVICES_ENTITLEMENT, hold_uj, grade, steps)
 
     own_e = own_pass(tree, usage, tenant, ENERGY, hold_uj)
     steps += ((CheckStep.ENERGY_OWN_PASS_CHECK, own_e),)
@@ -104,11 +98,11 @@ def evaluate(state: ClusterState, claim: Claim, now_ns: int = 0, *, gang_ok: boo
         # within its own guarantee: what its tenant lent is taken back (RULES §6 (a))
         victims = reclaim_victims(state, claim, hold_uj, now_ns, may_preempt)
         if victims is None:
-            return Verdict(Reason.ENERGY_OWN_PASS, hold_uj, grade, steps=steps)
+            return Verdict(Reason.ENERGY_OWN_PASS, hold_uj, grade, steps)
         return _placed(state, spec, hold_uj, grade, False, victims, steps)
 
     # beyond it: the claim borrows, which an Estimator hold may not
-    estimator = Fit(grade is not Grade.Estimator, tenant, 0, 0)
+    estimator = Fit(grade is not ESTIMATOR, tenant, 0, 0)
     steps += ((CheckStep.ESTIMATOR_GRADE_CHECK, estimator),)
     failure = Reason.ESTIMATOR_MAY_NOT_BORROW
     if estimator.ok:
@@ -120,7 +114,7 @@ def evaluate(state: ClusterState, claim: Claim, now_ns: int = 0, *, gang_ok: boo
     # lower-priority claims of its own tenant may be preempted to make the own pass fit (RULES §6 (b))
     victims = outranked_victims(state, claim, hold_uj, now_ns) if may_preempt else None
     if victims is None:
-        return Verdict(failure, hold_uj, grade, steps=steps)
+        return Verdict(failure, hold_uj, grade, steps)
     return _placed(state, spec, hold_uj, grade, False, victims, steps)
 
 
@@ -131,9 +125,9 @@ def _placed(state: ClusterState, spec: ClaimSpec, hold_uj: int, grade: Grade, bo
     target = victims.state if victims else state
     placed = place(target.workers, target.loads, target.free_index, spec)
     if placed is None:
-        return Verdict(Reason.NO_ELIGIBLE_WORKER, hold_uj, grade, steps=steps)
-    return Verdict(Reason.ADMISSIBLE, hold_uj, grade, borrowed, victims.claims if victims else (),
-                   placed[0], placed[1], steps)
+        return Verdict(Reason.NO_ELIGIBLE_WORKER, hold_uj, grade, steps)
+    return Verdict(ADMISSIBLE, hold_uj, grade, steps, borrowed, victims.claims if victims else (),
+                   placed[0], placed[1])
 
 
 def admit_events(state: ClusterState, claim: Claim, verdict: Verdict, now_ns: int) -> list:

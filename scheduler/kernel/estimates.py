@@ -11,6 +11,7 @@ from protos.energy import Grade
 
 from .reasons import ErrorCode, KernelError
 from .snapshot import ClaimSpec, ClassStats, ClusterState
+from .fast.members import ESTIMATOR
 
 MIN_REQUIRED = 2
 
@@ -51,9 +52,12 @@ def hold_for(state: ClusterState, spec: ClaimSpec) -> tuple[int, Grade] | Kernel
     """The hold: the larger of the declared estimate (Estimator) and the work
     class's derived estimate (ModelBased); on a tie the better grade. A class
     still without enough history is refused unless the claim declares its own
-    estimate too (that is how a class earns its first observations)."""
+    estimate too (that is how a class earns its first observations). A
+    tenant not in the tree has no hold."""
+    if spec.tenant not in state.tree.nodes:
+        return KernelError(ErrorCode.UNKNOWN_TENANT, "tenant", f"tenant {spec.tenant!r} is not in the tree")
     if not spec.work_class and spec.estimate_uj is not None:
-        return spec.estimate_uj, Grade.Estimator  # the usual claim: no class to weigh
+        return spec.estimate_uj, ESTIMATOR  # the usual claim: no class to weigh
     figures = []
     if spec.work_class:
         estimate = usable_estimate(state, spec.work_class)
@@ -62,6 +66,6 @@ def hold_for(state: ClusterState, spec: ClaimSpec) -> tuple[int, Grade] | Kernel
         elif spec.estimate_uj is None or estimate.code is not ErrorCode.EMPTY_WORK_CLASS:
             return estimate
     if spec.estimate_uj is not None:
-        figures.append((spec.estimate_uj, -Grade.Estimator))
+        figures.append((spec.estimate_uj, -ESTIMATOR))
     uj, grade = max(figures)
     return uj, Grade(-grade)

@@ -22,7 +22,8 @@ from typing import NamedTuple
 from protos.energy import MDEV_PER_DEVICE, Grade
 
 from . import gangs
-from .admission import CHECKS, Verdict, evaluate, judged_hold
+from .admission import CHECKS, Verdict, evaluate
+from .estimates import hold_for
 from .entitlement import DEVICES, ENERGY, own_pass
 from .fast.records import rows
 from .fast.shapes import pending_key
@@ -119,7 +120,7 @@ def check_rows(state: ClusterState, claim: Claim, verdict: Verdict, gang_ok: boo
     ran, in words, and the ones it never reached marked not evaluated (none
     for an admissible claim, whose rows end at placement)."""
     spec, tenant = claim.spec, claim.tenant
-    hold = judged_hold(state, spec)
+    hold = hold_for(state, spec)
     if isinstance(hold, KernelError):
         return _with_skipped([EntitlementCheck(CheckStep.VALIDATE, False, detail=str(hold), reason=Reason.INVALID)])
     hold_uj, grade = hold

@@ -21,6 +21,7 @@ from .limits import fits_no_worker
 from .reasons import Placement, Reason
 from .snapshot import SCALAR_FIELDS, Claim, ClusterState
 from .transitions import apply
+from .fast.members import ADMISSIBLE
 
 
 def members(state: ClusterState, gang_id: str) -> list[Claim]:
@@ -59,7 +60,7 @@ def judged(state: ClusterState, gang: list[Claim], now_ns: int) -> Iterator[tupl
     for member in gang:
         ev = evaluate(scratch, member, now_ns, may_preempt=False)
         yield member, ev, scratch, events
-        if ev.reason is not Reason.ADMISSIBLE:
+        if ev.reason is not ADMISSIBLE:
             return
         for event in admit_events(scratch, member, ev, now_ns):
             events.append(event)
@@ -70,6 +71,6 @@ def decide_gang(state: ClusterState, gang: list[Claim], now_ns: int) -> tuple[Re
     """(reason, events, failing verdict) for a complete gang."""
     events: list = []
     for _member, ev, _scratch, events in judged(state, gang, now_ns):
-        if ev.reason is not Reason.ADMISSIBLE:
+        if ev.reason is not ADMISSIBLE:
             return ev.reason, [], ev
-    return Reason.ADMISSIBLE, events, None
+    return ADMISSIBLE, events, None

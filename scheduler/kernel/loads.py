@@ -11,6 +11,7 @@ from protos.energy import MDEV_PER_DEVICE
 
 from .reasons import Placement
 from .snapshot import ClaimSpec, DeviceShare, Worker
+from .fast.members import EXCLUSIVE
 
 
 class WorkerLoad(NamedTuple):
@@ -53,7 +54,7 @@ def adjust(worker: Worker, load: WorkerLoad, claim_id: str, spec: ClaimSpec,
         insort(active, claim_id)
     else:
         active.remove(claim_id)
-    exclusive = spec.placement is Placement.PLACEMENT_EXCLUSIVE
+    exclusive = spec.placement is EXCLUSIVE
     return WorkerLoad(load.cpu_millis + sign * req.cpu_millis, load.memory_mb + sign * req.memory_mb,
                       load.disk_mb + sign * req.disk_mb, used, tuple(active),
                       load.exclusive + (sign if exclusive else 0))

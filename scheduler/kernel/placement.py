@@ -25,6 +25,7 @@ from .fast.freeindex import FreeIndex
 from .reasons import Placement, Reason
 from .loads import WorkerLoad
 from .snapshot import ClaimSpec, DeviceShare, Resources, Worker
+from .fast.members import ADMISSIBLE, EXCLUSIVE
 
 
 def pick_devices(worker: Worker, load: WorkerLoad, req: Resources) -> tuple[DeviceShare, ...] | None:
@@ -52,7 +53,7 @@ def reasoner(spec: ClaimSpec) -> Callable[[Worker, WorkerLoad], Reason]:
     every worker against one claim."""
     req = spec.resources
     cpu, memory, disk, types = req.cpu_millis, req.memory_mb, req.disk_mb, set(req.gpu_types)
-    exclusive = spec.placement is Placement.PLACEMENT_EXCLUSIVE
+    exclusive = spec.placement is EXCLUSIVE
     # whether pick_devices would find devices (without building them: fast/devices.py)
     devices_fit = (device_test(req) or (lambda worker, load: pick_devices(worker, load, req) is not None)
                    if req.gpu_mdev else None)
@@ -71,7 +72,7 @@ def reasoner(spec: ClaimSpec) -> Callable[[Worker, WorkerLoad], Reason]:
             return Reason.RESOURCE_RESERVATION_UNAVAILABLE
         if worker.max_concurrency and len(load.active) >= worker.max_concurrency:
             return Reason.WORKER_CONCURRENCY_REACHED
-        return Reason.ADMISSIBLE
+        return ADMISSIBLE
     return reason
 
 
@@ -79,7 +80,7 @@ def check_worker(worker: Worker, load: WorkerLoad, spec: ClaimSpec) -> tuple[Rea
     """The worker's reason code and the devices it would give (None unless
     it takes the claim)."""
     reason = reasoner(spec)(worker, load)
-    return reason, pick_devices(worker, load, spec.resources) if reason is Reason.ADMISSIBLE else None
+    return reason, pick_devices(worker, load, spec.resources) if reason is ADMISSIBLE else None
 
 
 def place(workers, loads, free_index: FreeIndex, spec: ClaimSpec) -> tuple[str, tuple[DeviceShare, ...]] | None:
@@ -88,6 +89,6 @@ def place(workers, loads, free_index: FreeIndex, spec: ClaimSpec) -> tuple[str, 
     req, reason = spec.resources, reasoner(spec)
     for worker_id in free_index.covering(req.gpu_mdev, req.cpu_millis, req.memory_mb, req.disk_mb):
         worker, load = workers[worker_id], loads[worker_id]
-        if reason(worker, load) is Reason.ADMISSIBLE:
+        if reason(worker, load) is ADMISSIBLE:
             return worker_id, pick_devices(worker, load, req)
     return None

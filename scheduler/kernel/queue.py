@@ -59,6 +59,7 @@ from .fast.shapes import Shape, first_of, gang_key, shape_of
 from .reasons import ClaimState, Reason
 from .schedule import Batch, Decision
 from .snapshot import ClusterState
+from .fast.members import ADMISSIBLE, PENDING
 
 
 class ShapeRef(NamedTuple):
@@ -170,7 +171,7 @@ def _frees_nothing(state: ClusterState, e: Event) -> None:
 
 def _withdrawn(state: ClusterState, e: Released) -> Frees | None:
     """A pending claim withdrawn held nothing; an admitted one frees."""
-    return None if state.claims[e.claim_id].state is ClaimState.PENDING else FREES
+    return None if state.claims[e.claim_id].state is PENDING else FREES
 
 
 _JUDGES: dict[type, Callable[[ClusterState, Event], Ref | Frees | None]] = {
@@ -244,7 +245,7 @@ def _round(batch: Batch, refs: dict[Ref, tuple | None]) -> None:
         if not room.could_admit(ref.shape):
             continue
         ev = batch.judge_claim(batch.state.claims[key[2]])
-        if ev.reason is not Reason.ADMISSIBLE:
+        if ev.reason is not ADMISSIBLE:
             continue
         others = movable(Room(batch.state)) if ev.victims else {ref: _head(batch.state, ref)}
         for other, head in others.items():

@@ -1,7 +1,8 @@
 """The kernel's closed vocabularies. Names and integer values equal the wire
 enums of protos/pool/v1 (types.proto, ops.proto), so the service converts with
 `pb.Reason.Value(r.name)`; the kernel itself never imports protobuf
-(tests/kernel/test_enums.py holds them equal)."""
+(tests/kernel/test_enums.py holds them equal). The few members the hot
+paths read are bound to names once, in fast/members.py."""
 
 from __future__ import annotations
 

@@ -29,6 +29,7 @@ from .events import ClaimRefused, ClaimSubmitted, Event, PeriodRolled, Preempted
 from .reasons import ClaimState, Reason
 from .fast.shapes import shape_of
 from .snapshot import Claim, ClusterState
+from .fast.members import ADMISSIBLE, PENDING
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +77,7 @@ class Batch(transitions.Batch):
         """Decide one single pending claim; its verdict."""
         ev = evaluate(self.state, claim, self.now_ns)
         self.reasons.append((claim.claim_id, ev.reason))
-        if ev.reason is Reason.ADMISSIBLE:
+        if ev.reason is ADMISSIBLE:
             self.emit(admit_events(self.state, claim, ev, self.now_ns))
         return ev
 
@@ -110,7 +111,7 @@ def schedule(state: ClusterState, now_ns: int) -> Decision:
         for _, _, claim_id in batch.state.pending:
             claim = batch.state.claims[claim_id]
             gang_id = claim.spec.gang_id
-            if claim.state is not ClaimState.PENDING or gang_id in seen_gangs:
+            if claim.state is not PENDING or gang_id in seen_gangs:
                 continue  # decided with its gang
             if gang_id:
                 seen_gangs.add(gang_id)
@@ -133,7 +134,7 @@ class PendingReasons(Mapping):
 
     def __getitem__(self, claim_id: str) -> Reason:
         claim = self.state.claims.get(claim_id)
-        if claim is None or claim.state is not ClaimState.PENDING:
+        if claim is None or claim.state is not PENDING:
             raise KeyError(claim_id)
         gang_id = claim.spec.gang_id
         if gang_id:

@@ -18,7 +18,7 @@ from .events import (ClaimAdmitted, ClaimBound, ClaimRefused, ClaimSubmitted, Co
                      PeriodRolled, Preempted, Progress, Reclaimed, Released, Settled, WorkerCordoned,
                      WorkerLiveness, WorkerRegistered)
 from .loads import WorkerLoad, adjust, free_key
-from .fast.edit import Edit
+from .fast.edit import OPEN, Edit
 from .fast.pmap import PMap
 from .reasons import ClaimState
 from .rollup import bump, rollup
@@ -27,6 +27,7 @@ from .snapshot import Claim, ClassStats, ClusterState, DeviceShare, Worker
 from .fast.sortedseq import SortedSeq
 from .fast.shapes import index as shape_index, pending_key, with_claim
 from .tree import load_tree
+from .fast.members import ADMITTED, PENDING
 
 
 
@@ -72,13 +73,17 @@ def _open_set(state: ClusterState, claim: Claim, present: bool) -> PMap:
     old = state.admitted_by_tenant.get(tenant)
     ids = (old or _NO_CLAIMS).set(claim.claim_id, claim.spec.priority) if present else old.delete(
         claim.claim_id)
-    return state.admitted_by_tenant.set(tenant, ids) if ids else state.admitted_by_tenant.delete(tenant)
+    if not ids:
+        return state.admitted_by_tenant.delete(tenant)
+    if ids is old:
+        return state.admitted_by_tenant  # the same map: already the tenant's
+    return state.admitted_by_tenant.set(tenant, ids)
 
 
 def _config(state: ClusterState, e: ConfigApplied) -> ClusterState:
     tree = load_tree(e.tenants)
     for claim in state.claims.values():
-        if claim.state in (ClaimState.PENDING, ClaimState.ADMITTED) and claim.tenant not in tree.nodes:
+        if claim.state in (PENDING, ADMITTED) and claim.tenant not in tree.nodes:
             raise EventError(f"claim {claim.claim_id!r} is open under tenant {claim.tenant!r}, which the config drops")
     classes = PMap({c.name: c for c in e.classes})
     return rebuild(state._replace(tree=tree, period_ns=e.period_ns, epoch_ns=e.epoch_ns, classes=classes,
@@ -139,11 +144,11 @@ def _submitted(state: ClusterState, e: ClaimSubmitted) -> ClusterState:
 
 
 def _admitted(state: ClusterState, e: ClaimAdmitted) -> ClusterState:
-    claim = _claim(state, e.claim_id, ClaimState.PENDING)
+    claim = _claim(state, e.claim_id, PENDING)
     worker = state.workers.get(e.worker)
     if worker is None:
         raise EventError(f"claim {e.claim_id!r} admitted on unknown worker {e.worker!r}")
-    admitted = claim._replace(state=ClaimState.ADMITTED, hold_uj=e.hold_uj, hold_grade=e.hold_grade,
+    admitted = claim._replace(state=ADMITTED, hold_uj=e.hold_uj, hold_grade=e.hold_grade,
                        worker=e.worker, devices=e.devices, borrowed=e.borrowed, admitted_seq=e.admitted_seq,
                        admitted_ns=e.at_ns, borrowed_uj=e.borrowed_uj)
     return state._replace(claims=state.claims.set(claim.claim_id, admitted),
@@ -155,7 +160,7 @@ def _admitted(state: ClusterState, e: ClaimAdmitted) -> ClusterState:
 
 
 def _refused(state: ClusterState, e: ClaimRefused) -> ClusterState:
-    claim = _claim(state, e.claim_id, ClaimState.PENDING)
+    claim = _claim(state, e.claim_id, PENDING)
     refused = claim._replace(state=ClaimState.REFUSED, reason=e.reason, settled_ns=e.at_ns)
     return state._replace(claims=state.claims.set(claim.claim_id, refused),
                           **_without_pending(state, claim))
@@ -180,7 +185,7 @@ def _metered(state: ClusterState, e: Metered) -> ClusterState:
     claims, usage = state.claims, state.usage
     for delta in e.deltas:
         claim = claims.get(delta.claim_id)
-        if claim is None or claim.state is not ClaimState.ADMITTED:
+        if claim is None or claim.state is not ADMITTED:
             continue  # energy after settling is the host's, not the claim's
         uj, grade = sum_graded(((claim.measured_uj, claim.measured_grade), (delta.uj, delta.grade)))
         new = claim._replace(measured_uj=uj, measured_grade=grade)
@@ -190,7 +195,7 @@ def _metered(state: ClusterState, e: Metered) -> ClusterState:
 
 
 def _progress(state: ClusterState, e: Progress) -> ClusterState:
-    claim = _claim(state, e.claim_id, ClaimState.PENDING, ClaimState.ADMITTED)
+    claim = _claim(state, e.claim_id, PENDING, ADMITTED)
     if e.completed_units < claim.completed_units:
         raise EventError(f"claim {e.claim_id!r}: completed units went back from {claim.completed_units}")
     progressed = claim._replace(completed_units=e.completed_units)
@@ -215,11 +220,11 @@ def _observe(state: ClusterState, claim: Claim, e: Settled) -> PMap:
 
 
 def _settled(state: ClusterState, e: Settled) -> ClusterState:
-    open_states = (ClaimState.PENDING, ClaimState.ADMITTED) if type(e) is Released else (ClaimState.ADMITTED,)
+    open_states = (PENDING, ADMITTED) if type(e) is Released else (ADMITTED,)
     claim = _claim(state, e.claim_id, *open_states)
     settled = claim._replace(state=_SETTLED_STATE[type(e)], completed_units=max(claim.completed_units, e.completed_units),
                       settled_ns=e.at_ns, settled_uj=e.actual_uj, settled_grade=e.actual_grade)
-    if claim.state is ClaimState.PENDING:
+    if claim.state is PENDING:
         return state._replace(claims=state.claims.set(claim.claim_id, settled),
                               **_without_pending(state, claim))
     usage = bump(state.tree, state.usage, claim.tenant, e.actual_uj - claim.usage_uj, -claim.spec.resources.gpu_mdev)
@@ -234,7 +239,7 @@ def _bound(state: ClusterState, e: ClaimBound) -> ClusterState:
     """RULES §10 (binding.py decides; this moves the reservations as recorded)."""
     worker = _known_worker(state, e.worker_id)
     for b in e.bindings:
-        claim = _claim(state, b.claim_id, ClaimState.ADMITTED)
+        claim = _claim(state, b.claim_id, ADMITTED)
         if claim.worker != e.worker_id:
             raise EventError(f"claim {b.claim_id!r} is on {claim.worker!r}, not {e.worker_id!r}")
         state = state._replace(**_reserved(state, worker, claim, claim.devices, -1))
@@ -277,7 +282,11 @@ class Batch:
         self.state, self.edit = state, Edit()
 
     def apply(self, event: Event) -> ClusterState:
-        self.state = self.edit.run(apply, self.state, event)
+        token = OPEN.set(self.edit)   # open only while this event applies
+        try:
+            self.state = apply(self.state, event)
+        finally:
+            OPEN.reset(token)
         return self.state
 
 
@@ -291,7 +300,7 @@ def rebuild(state: ClusterState) -> ClusterState:
     pending, gangs, waiting = [], {}, []
     for claim in state.claims.values():
         uj = mdev = 0
-        if claim.state is ClaimState.ADMITTED:
+        if claim.state is ADMITTED:
             uj, mdev = claim.usage_uj, claim.spec.resources.gpu_mdev
             loads[claim.worker] = adjust(state.workers[claim.worker], loads[claim.worker], claim.claim_id,
                                          claim.spec, claim.devices, 1)
@@ -300,7 +309,7 @@ def rebuild(state: ClusterState) -> ClusterState:
                 borrowed[claim.claim_id] = True
         elif claim.claim_id in state.settled:
             uj = claim.settled_uj
-        elif claim.state is ClaimState.PENDING:
+        elif claim.state is PENDING:
             pending.append(pending_key(claim))
             waiting.append(claim)
             if claim.spec.gang_id:

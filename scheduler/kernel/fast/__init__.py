@@ -14,5 +14,6 @@ Each piece here stands beside a plain twin it is tested equal to
 | movable.py | the shapes a state could admit, found through the index | `Room.could_admit` over every shape (test_incremental) |
 | rollup.py | the roll-up's path update, in place within a batch | `rollup.rollup` from scratch (test_rollup) |
 | devices.py | whether a worker has the devices, without picking them | `placement.pick_devices(...) is not None` (test_placement) |
+| members.py | enum members the hot paths read, bound to names once | the members themselves |
 | records.py | fast constructors and `_replace` for NamedTuple records | the record's own constructor and typing's `_replace` (test_records) |
 """

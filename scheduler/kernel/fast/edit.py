@@ -8,7 +8,7 @@ shared with older states and is still copied, so the state a batch starts
 from is never touched. The states *between* a batch's steps share its nodes
 and are not valid once the next step runs: only the batch's last state is.
 The kernel opens its batches itself: a `transitions.Batch` is one, open
-only while it applies an event (`Edit.run`). A decision is one such batch
+only while it applies an event. A decision is one such batch
 (schedule.py); evaluation and the trial states of preemption and gangs run
 outside it, so they copy as always. `with Edit():` also opens one, for a
 caller's own persistent maps (the service's receipt tables).
@@ -21,11 +21,8 @@ sortedseq.py, freeindex.py and rollup.py (its lists and their records), all in f
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from contextvars import ContextVar
-from typing import Any, TypeVar
-
-T = TypeVar("T")
+from typing import Any
 
 # The batch open here: `OPEN.set(edit)` opens one (returning the token that
 # `OPEN.reset` closes it with; `with edit:` does both), `current()` is it or
@@ -45,15 +42,6 @@ class Edit:
     def own(self, node: Any) -> Any:
         self.owned[id(node)] = node
         return node
-
-    def run(self, fn: Callable[..., T], /, *args: Any) -> T:
-        """`fn(*args)` with this batch open, and only then: how the kernel
-        opens its batches (transitions.Batch)."""
-        token = OPEN.set(self)
-        try:
-            return fn(*args)
-        finally:
-            OPEN.reset(token)
 
     def __enter__(self) -> Edit:
         self._token = OPEN.set(self)
