@@ -10,7 +10,10 @@ Each tree builds the cluster natively (bench/kernel.build) and pickles it;
 a child under callgrind loads it with counting off and counts only inside
 functools.reduce, the marker the pass runs under.
 
-    .venv/bin/python bench/instructions.py [--against REF ...]
+    .venv/bin/python bench/instructions.py [--no-peer] [--against REF ...]
+
+`--no-peer` leaves the full-recompute peer out (it is the slowest count, and
+the ratio against another revision does not need it).
 """
 
 from __future__ import annotations
@@ -100,6 +103,7 @@ def main() -> None:
     parser.add_argument("--dump", metavar="FILE", help=argparse.SUPPRESS)
     parser.add_argument("--count", metavar="FILE", help=argparse.SUPPRESS)
     parser.add_argument("--peer", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--no-peer", action="store_true", help="do not count the full-recompute peer")
     args = parser.parse_args()
     if args.dump:
         return dump(args.dump)
@@ -109,9 +113,12 @@ def main() -> None:
         sys.exit("bench/instructions.py needs valgrind (Debian package valgrind)")
     with tempfile.TemporaryDirectory() as scratch:
         mine = per_decision(ROOT, False, scratch)
-        peer = per_decision(ROOT, True, scratch)
-        print(f"1x pass, instructions per decision: {mine:>12,.0f}   full-recompute peer {peer:>14,.0f}  "
-              f"{peer / mine:,.0f}x fewer")
+        if args.no_peer:
+            print(f"1x pass, instructions per decision: {mine:>12,.0f}")
+        else:
+            peer = per_decision(ROOT, True, scratch)
+            print(f"1x pass, instructions per decision: {mine:>12,.0f}   full-recompute peer {peer:>14,.0f}  "
+                  f"{peer / mine:,.0f}x fewer")
         for ref in args.against:
             theirs = per_decision(checkout(ref, scratch), False, scratch)
             print(f"  the same pass at {ref:<10} {theirs:>12,.0f}   this tree uses {mine / theirs:.3f}x")
