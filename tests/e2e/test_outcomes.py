@@ -117,6 +117,8 @@ def test_every_mutating_call_sent_again_answers_as_the_first_and_records_nothing
     assert not first.cordoned and not second.cordoned
     first, second = twice(s.ops.Reclaim, ops_pb2.ReclaimRequest())
     assert list(second.reclaimed) == []
+    first, second = twice(s.ops.Reclaim, ops_pb2.ReclaimRequest(claim_ids=["m0", "nobody"]))   # m0 is not idle
+    assert list(first.reclaimed) == list(second.reclaimed) == []
     info = s.ops.LedgerHead(ops_pb2.LedgerHeadRequest(), timeout=10)
     statement = sign_statement(s.witness_key, s.steward.public, info.ledger_id, info.length, info.head)
     first, second = twice(s.as_principal("witness").ops.RecordWitness,
