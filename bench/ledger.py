@@ -11,7 +11,9 @@
       (measured with --full; otherwise 1,000,000 is extrapolated from the
       measured 100,000 and 200,000), and start-up from a checkpoint.
 
-Usage: .venv/bin/python bench/ledger.py [--quick | --full] [--postgres DSN]
+With --tree, only the Merkle tree's figures instead (issue 24; bench/ledger_tree.py).
+
+Usage: .venv/bin/python bench/ledger.py [--quick | --full] [--postgres DSN] | --tree
 """
 
 from __future__ import annotations
@@ -123,7 +125,14 @@ def main() -> None:
     size.add_argument("--full", action="store_true", help="measure 1,000,000 receipts directly")
     parser.add_argument("--postgres", metavar="DSN", default=os.environ.get("POOL_BENCH_POSTGRES_DSN"),
                         help="also measure the PostgreSQL store (a database the bench may create schemas in)")
+    parser.add_argument("--tree", action="store_true",
+                        help="only the Merkle tree's figures (bench/ledger_tree.py): appends with and without "
+                             "it, proofs and checkpoints at 10,000,000 receipts, check-proof")
     args = parser.parse_args()
+    if args.tree:
+        import ledger_tree   # beside this file
+        ledger_tree.main()
+        return
     small, large = (10_000, 20_000) if args.quick else (100_000, 200_000)
     if args.full:
         large = 1_000_000
