@@ -6,6 +6,8 @@ windows the scheduler writes verify."""
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from protos.pool.v1 import claims_pb2
 from scheduler.ledger import export
@@ -95,3 +97,82 @@ def test_a_real_agents_windows_verify_with_every_rule(cluster, tmp_path):  # noq
     wait_for("three windows receipts", lambda: windows() >= 3, timeout_s=60)
     report = json.loads(s.poolctl("ledger", "verify", str(out), "-o", "json").stdout)
     assert report["valid"], report
+
+
+@st.composite
+def tiled_batches(draw):
+    """Batches of one host's windows as an agent makes them: each device's
+    windows tile time, shares sum to the figure, gaps carry a reason."""
+    devices = draw(st.lists(st.sampled_from(["gpu-0", "gpu-1", "cpu:0"]), min_size=1, max_size=3, unique=True))
+    ends = {d: draw(st.integers(0, 10**6)) for d in devices}
+    seq, batches = 0, []
+    for _ in range(draw(st.integers(1, 4))):
+        ws = []
+        for _ in range(draw(st.integers(1, 5))):
+            device = draw(st.sampled_from(devices))
+            seq += 1
+            start, length = ends[device], draw(st.integers(1, 10**6))
+            ends[device] = start + length
+            if draw(st.booleans()) and draw(st.booleans()):
+                ws.append(window(seq, start, start + length, uj=None, shares=(), device=device,
+                                 gap=draw(st.sampled_from(sorted(bodies.GAP_REASONS) + [None])),
+                                 lost=draw(st.integers(0, 3))))
+            else:
+                parts = draw(st.lists(st.integers(0, 10**6), min_size=1, max_size=3))
+                ws.append(window(seq, start, start + length, uj=sum(parts), device=device,
+                                 shares=tuple((f"c{i}", p) for i, p in enumerate(parts))))
+        batches.append(("windows", body("w1", *ws)))
+    return batches
+
+
+@settings(max_examples=40, deadline=None)
+@given(tiled_batches())
+def test_windows_an_agent_makes_verify(build, steward_key, batches):
+    report = check(build, steward_key, batches)
+    assert report.valid, report.detail
+
+
+MUTATIONS = {
+    "overlap": lambda w, prev_end: {**w, "start_ns": prev_end - 1} if prev_end else None,
+    "shares": lambda w, _: {**w, "shares": [*w["shares"], ("extra", 1)]} if w["uj"] is not None else None,
+    "end": lambda w, _: {**w, "end_ns": w["start_ns"]},
+    "gap_on_figure": lambda w, _: {**w, "gap": "MeterError"} if w["uj"] is not None else None,
+    "lost_on_figure": lambda w, _: {**w, "lost": 2} if w["uj"] is not None else None,
+}
+
+
+@settings(max_examples=60, deadline=None)
+@given(tiled_batches(), st.data())
+def test_any_broken_window_rule_is_refused_at_its_receipt(build, steward_key, batches, data):
+    """One rule broken in one window of one batch: refused there, with reason body."""
+    at = data.draw(st.integers(0, len(batches) - 1))
+    columns = batches[at][1]
+    i = data.draw(st.integers(0, len(columns["seq"]) - 1))
+    bounds = [0]
+    for n in columns["shares"]:
+        bounds.append(bounds[-1] + n)
+    w = {name: columns[name][i] for name in ("device", "seq", "start_ns", "end_ns", "uj", "grade")}
+    w["shares"] = list(zip(columns["occupant"][bounds[i]:bounds[i + 1]], columns["share_uj"][bounds[i]:bounds[i + 1]]))
+    w["gap"], w["lost"] = (columns["gap"][i], columns["lost"][i]) if "gap" in columns else (None, 0)
+    earlier = [(columns["device"][j], columns["end_ns"][j]) for j in range(i)] + \
+        [(d, e) for _, b in batches[:at] for d, e in zip(b["device"], b["end_ns"])]
+    prev_end = max((e for d, e in earlier if d == w["device"]), default=0)
+    name = data.draw(st.sampled_from(sorted(MUTATIONS)))
+    broken = MUTATIONS[name](w, prev_end)
+    if broken is None:
+        return   # this mutation does not apply to this window
+    rebuilt = []
+    for j in range(len(columns["seq"])):
+        if j == i:
+            rebuilt.append(broken)
+            continue
+        rebuilt.append({"device": columns["device"][j], "seq": columns["seq"][j], "start_ns": columns["start_ns"][j],
+                        "end_ns": columns["end_ns"][j], "uj": columns["uj"][j], "grade": columns["grade"][j],
+                        "shares": list(zip(columns["occupant"][bounds[j]:bounds[j + 1]],
+                                           columns["share_uj"][bounds[j]:bounds[j + 1]])),
+                        "gap": columns["gap"][j] if "gap" in columns else None,
+                        "lost": columns["lost"][j] if "lost" in columns else 0})
+    gaps = "gap" in columns or broken["gap"] is not None or broken["lost"] != 0
+    mutated = batches[:at] + [("windows", body("w1", *rebuilt, gaps=gaps))] + batches[at + 1:]
+    report = check(build, steward_key, mutated)
+    assert (report.valid, report.reason, report.first_bad_index) == (False, "body", at + 1), (name, report.detail)
