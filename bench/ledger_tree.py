@@ -145,7 +145,7 @@ def main(appends: int = 20_000) -> None:
         print(f"building the synthetic {TEN_MILLION:,}-leaf tree in {path} (once; not timed) …", flush=True)
         build_tree(path, TEN_MILLION)
     store = reader(path)
-    proofs, n = merkle.Proofs(store.tree_node), TEN_MILLION
+    proofs, n = merkle.Proofs(store.tree_node, store.tree_nodes), TEN_MILLION
     root = proofs.root(0, n)
     leaves = [9_999_999, 7_654_321, 1_234_567, 5_000_000, 3]
     store._low._blocks.clear()
@@ -192,7 +192,9 @@ def write(doc: dict) -> Path:
 
 
 def write_key(key: keys.SigningKey) -> str:
-    return key.public.raw.hex()
+    path = Path(tempfile.mkdtemp()) / "steward.pub"
+    path.write_text(key.public.raw.hex())
+    return str(path)
 
 
 def with_receipts(proofs: merkle.Proofs, n: int, placed: dict[int, bytes]) -> tuple[dict, bytes]:

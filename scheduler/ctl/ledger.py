@@ -5,9 +5,10 @@ ledger file (a SQLite store or an export), needing no running scheduler; and
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,8 @@ from protos.pool.v1 import ops_pb2, ops_pb2_grpc, proofs_pb2, proofs_pb2_grpc
 from scheduler.ctl.output import EXIT_FAILED, EXIT_OK, CtlError, add_output_flag, emit, table
 from scheduler.ctl.wire import add_scheduler_flag, as_ctl_error, call, channel, client, online_verb, to_doc
 from scheduler.ledger import cose, export, keys, merkle, note, proof, receipts, trust, witness
+from scheduler.ledger.index import first_wrong_node
+from scheduler.ledger.sqlite import MAGIC
 from scheduler.ledger.store import StoreError
 from scheduler.ledger.stores import describe, is_dsn, open_store
 from scheduler.ledger.verify import Report, verify
@@ -129,13 +132,47 @@ def _verified(path: str, key: keys.PublicKey | None, witness_files: Sequence[byt
     """The ledger at `path` verified; with `trusted` witness keys, judged by them too."""
     if not is_dsn(path) and not Path(path).is_file():
         raise CtlError("UNREADABLE", f"{path}: no such file")
+    leaves: list[bytes] = []
+    hashes: list[bytes] = []
+
+    def leafed(raws: Iterable[bytes]) -> Iterator[bytes]:
+        for raw in raws:
+            leaves.append(merkle.leaf_hash(raw))
+            hashes.append(receipts.digest(raw))
+            yield raw
     try:
         checks = {"bodies": scheduler_bodies.check, "follows": scheduler_bodies.Tiling()}
         if trusted:
-            return trust.judge(export.receipts_at(path), key, witness_files, trusted, **checks)
-        return verify(export.receipts_at(path), key, witness_files=witness_files, **checks)
+            judged = trust.judge(leafed(export.receipts_at(path)), key, witness_files, trusted, **checks)
+            return judged._replace(report=_stored_tree(path, judged.report, leaves, hashes))
+        report = verify(leafed(export.receipts_at(path)), key, witness_files=witness_files, **checks)
+        return _stored_tree(path, report, leaves, hashes)
     except (OSError, StoreError) as exc:
         raise CtlError("UNREADABLE", str(exc)) from None
+
+
+def _starts_with(path: str, magic: bytes) -> bool:
+    with open(path, "rb") as file:
+        return file.read(len(magic)) == magic
+
+
+def _stored_tree(path: str, report: Report, leaves: list[bytes], hashes: list[bytes]) -> Report:
+    """A store's stored Merkle nodes checked against the tree rebuilt from its
+    receipts (reason `tree` at the first receipt of the first wrong subtree)."""
+    if not report.valid or not (is_dsn(path) or _starts_with(path, MAGIC)):
+        return report
+    store = open_store(path)
+    try:
+        at = first_wrong_node(store.tree_rows(), leaves[:report.length])
+    finally:
+        store.close()
+    if at is None:
+        return report
+    return dataclasses.replace(
+        report, valid=False, length=at, first_bad_index=at, reason="tree",
+        head=hashes[at - 1] if at else bytes(32),
+        root=merkle.root_of(leaves[:at]),
+        detail=f"the store's Merkle nodes from receipt {at} are not the tree of its receipts")
 
 
 def _keygen(args: Any) -> int:

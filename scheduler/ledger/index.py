@@ -92,3 +92,24 @@ class LowLevels:
                     self._blocks.pop(next(iter(self._blocks)))
                 self._blocks[block] = nodes
         return nodes.get((level, index))
+
+
+def first_wrong_node(rows: Iterable[tuple[int, int, bytes]], leaves: Sequence[bytes]) -> int | None:
+    """Check a store's stored nodes against the tree rebuilt from its receipts'
+    leaf hashes: the first receipt of the first subtree that is wrong, missing
+    or beyond the receipts, or None when the stored tree is the rebuilt one."""
+    n, memo = len(leaves), {}
+
+    def node(level: int, index: int) -> bytes:
+        if level == 0:
+            return leaves[index]
+        if (level, index) not in memo:
+            memo[level, index] = merkle.node_hash(node(level - 1, 2 * index), node(level - 1, 2 * index + 1))
+        return memo[level, index]
+    stored = {(level, index): value for level, index, value in rows}
+    expected = {(level, index) for level in range(STORED_FROM, n.bit_length()) for index in range(n >> level)}
+    wrong = [index << level for (level, index) in stored.keys() - expected]
+    wrong += [index << level for (level, index) in expected - stored.keys()]
+    wrong += [index << level for (level, index) in sorted(expected & stored.keys())
+              if node(level, index) != stored[level, index]]
+    return min(wrong, default=None)

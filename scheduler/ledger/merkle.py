@@ -108,49 +108,76 @@ def edge_nodes(size: int) -> list[tuple[int, int]]:
     return nodes
 
 
-class Proofs:
-    """Roots and proofs from stored complete subtrees (`node`), RFC 9162 §2.1.3.1
-    and §2.1.4.1, in O(log n) reads."""
+Nodes = Callable[[list[tuple[int, int]]], dict[tuple[int, int], bytes]]   # many nodes in one read
 
-    def __init__(self, node: Node) -> None:
+
+def parts(start: int, end: int) -> list[tuple[int, int]]:
+    """The complete subtrees (level, index) that make up [start, end), largest
+    first, for a range of the RFC's recursion (start aligned to the largest
+    power of two ≤ end − start, or a range ending at the tree's right edge)."""
+    out, at = [], start
+    while at < end:
+        level = (end - at).bit_length() - 1
+        out.append((level, at >> level))
+        at += 1 << level
+    return out
+
+
+class Proofs:
+    """Roots and proofs from stored complete subtrees, RFC 9162 §2.1.3.1 and
+    §2.1.4.1: the subtrees a proof needs are worked out first, then read in one
+    go (`nodes`, a store's batch read; else one `node` read each)."""
+
+    def __init__(self, node: Node, nodes: Nodes | None = None) -> None:
         self.node = node
+        self._nodes = nodes
+
+    def _read(self, keys: list[tuple[int, int]]) -> dict[tuple[int, int], bytes]:
+        if self._nodes is not None:
+            return self._nodes(sorted(set(keys)))
+        return {key: self.node(*key) for key in keys}
+
+    def _roots(self, ranges: list[tuple[int, int]]) -> list[bytes]:
+        """MTH of each range, from one read of all their parts."""
+        split = [parts(start, end) for start, end in ranges]
+        got = self._read([key for keys in split for key in keys])
+        out = []
+        for keys in split:
+            if not keys:
+                out.append(EMPTY_ROOT)
+                continue
+            value = got[keys[-1]]
+            for key in reversed(keys[:-1]):
+                value = node_hash(got[key], value)
+            out.append(value)
+        return out
 
     def root(self, start: int, end: int) -> bytes:
-        """MTH(D[start:end]) for a range that is a subtree of the RFC's recursion
-        (start a multiple of the largest power of two ≤ end − start, or any
-        range ending at the tree's right edge): its complete parts, folded."""
-        if end == start:
-            return EMPTY_ROOT
-        parts, at = [], start
-        while at < end:
-            level = (end - at).bit_length() - 1
-            parts.append(self.node(level, at >> level))
-            at += 1 << level
-        value = parts[-1]
-        for left in reversed(parts[:-1]):
-            value = node_hash(left, value)
-        return value
+        """MTH(D[start:end]) for a range of the RFC's recursion (see parts)."""
+        return self._roots([(start, end)])[0]
 
     def inclusion(self, index: int, size: int) -> list[bytes]:
         """PATH(index, D[0:size]), leaf-side first."""
         if not 0 <= index < size:
             raise ValueError(f"leaf {index} is not in a tree of {size}")
-        path: list[bytes] = []
+        ranges: list[tuple[int, int]] = []
         start, end = 0, size
         while end - start > 1:
             k = _split(end - start)
             if index < start + k:
-                path.append(self.root(start + k, end))
+                ranges.append((start + k, end))
                 end = start + k
             else:
-                path.append(self.root(start, start + k))
+                ranges.append((start, start + k))
                 start += k
-        path.reverse()
-        return path
+        ranges.reverse()
+        return self._roots(ranges)
 
     def consistency(self, old: int, new: int) -> list[bytes]:
         """PROOF(old, D[0:new]), RFC 9162 §2.1.4.1 (empty when old is 0 or equals new)."""
-        return consistency(old, new, self.root)
+        ranges: list[tuple[int, int]] = []
+        consistency(old, new, lambda start, end: ranges.append((start, end)) or b"")
+        return self._roots(ranges)
 
 
 def _subproof(m: int, start: int, end: int, complete: bool, root: Callable[[int, int], bytes]) -> list[bytes]:

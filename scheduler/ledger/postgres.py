@@ -291,6 +291,25 @@ class PostgresStore:
             raise StoreError(f"PostgreSQL ledger: no Merkle node ({level}, {index})")
         return found
 
+    def tree_nodes(self, keys: list[tuple[int, int]]) -> dict[tuple[int, int], bytes]:
+        """Many nodes in one read (what a proof needs); StoreError if one is not stored."""
+        found = {key: self._low.node(*key) for key in keys if key[0] < STORED_FROM}
+        high = [key for key in keys if key[0] >= STORED_FROM]
+        if high:
+            rows = self._query(lambda c: c.execute(
+                "SELECT m.level, m.idx, m.hash FROM pool_merkle m JOIN unnest(%s::int[], %s::bigint[]) AS k(level, idx)"
+                " ON m.level = k.level AND m.idx = k.idx", ([k[0] for k in high], [k[1] for k in high])).fetchall())
+            found.update(((level, idx), bytes(value)) for level, idx, value in rows)
+        missing = [key for key in keys if found.get(key) is None]
+        if missing:
+            raise StoreError(f"PostgreSQL ledger: no Merkle node {missing[0]}")
+        return found
+
+    def tree_rows(self) -> list[tuple[int, int, bytes]]:
+        """Every stored node (level, index, hash); verify checks them against the receipts."""
+        return [(level, idx, bytes(h)) for level, idx, h in self._query(
+            lambda c: c.execute("SELECT level, idx, hash FROM pool_merkle").fetchall())]
+
     def claim_seqs(self, claim: str) -> list[int]:
         return [seq for (seq,) in self._query(lambda c: c.execute(
             "SELECT seq FROM pool_claim_receipts WHERE claim = %s ORDER BY seq", (claim,)).fetchall())]

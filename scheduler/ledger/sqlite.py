@@ -136,7 +136,10 @@ class SqliteStore:
         if conn.execute("PRAGMA journal_mode=WAL").fetchone()[0] != "wal":
             raise StoreReadOnly(f"{self.path}: cannot switch to WAL")
         if conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'claim_receipts'").fetchone()[0] == 0:
-            self._index_all()
+            try:
+                self._index_all()
+            except StoreReadOnly:
+                pass   # a read-only copy of an older store: its receipts read and verify; it has no tree
 
     def _index_all(self) -> None:
         """The tree's stored nodes and the claim index of every receipt, for a
@@ -235,6 +238,27 @@ class SqliteStore:
         if found is None:
             raise StoreError(f"{self.path}: no Merkle node ({level}, {index})")
         return found
+
+    def tree_nodes(self, keys: list[tuple[int, int]]) -> dict[tuple[int, int], bytes]:
+        """Many nodes in one read (what a proof needs); StoreError if one is not stored."""
+        found = {key: self._low.node(*key) for key in keys if key[0] < STORED_FROM}
+        high = [key for key in keys if key[0] >= STORED_FROM]
+        if high:
+            values = ", ".join("(?, ?)" for _ in high)
+            found.update(((level, idx), value) for level, idx, value in self._reading(
+                f"SELECT level, idx, hash FROM merkle WHERE (level, idx) IN (VALUES {values})",
+                tuple(x for key in high for x in key)))
+        missing = [key for key in keys if found.get(key) is None]
+        if missing:
+            raise StoreError(f"{self.path}: no Merkle node {missing[0]}")
+        return found
+
+    def tree_rows(self) -> list[tuple[int, int, bytes]]:
+        """Every stored node (level, index, hash); verify checks them against the receipts."""
+        try:
+            return self._reading("SELECT level, idx, hash FROM merkle", ())
+        except StoreError:
+            return []   # a read-only older store without the table
 
     def claim_seqs(self, claim: str) -> list[int]:
         return [seq for (seq,) in self._reading("SELECT seq FROM claim_receipts WHERE claim = ? ORDER BY seq",

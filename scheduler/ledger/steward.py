@@ -268,7 +268,7 @@ class Steward:
     @property
     def proofs(self) -> merkle.Proofs:
         """Roots and proofs over the stored tree, which covers every stored receipt."""
-        return merkle.Proofs(self._store.tree_node)
+        return merkle.Proofs(self._store.tree_node, getattr(self._store, "tree_nodes", None))
 
     def root(self, size: int | None = None) -> bytes:
         """MTH over the first `size` receipts (default: all stored)."""

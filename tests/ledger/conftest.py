@@ -63,6 +63,9 @@ class MemoryStore:
     def tree_node(self, level, at):
         return self.nodes[level, at]
 
+    def tree_rows(self):
+        return [(level, at, value) for (level, at), value in self.nodes.items()]
+
     def claim_seqs(self, claim):
         return self.claims.get(claim, [])
 

@@ -98,3 +98,29 @@ def test_two_writers_of_one_postgresql_ledger_keep_one_tree(postgres_dsn, build)
         conn.execute("UPDATE pool_merkle SET hash = hash")
     first.close()
     second.close()
+
+
+def test_verify_checks_the_stored_tree_against_the_receipts(tmp_path, steward_key):
+    """poolctl ledger verify rebuilds the tree from a store's receipts and
+    refuses stored nodes that are not it (reason tree, at the first receipt of
+    the first wrong subtree); an export has no stored tree to check."""
+    import json
+    import sqlite3
+    import subprocess
+    import sys
+    from pathlib import Path
+    path = tmp_path / "l.db"
+    steward = Steward.open(__import__("scheduler.ledger.sqlite", fromlist=["SqliteStore"]).SqliteStore(
+        path, create=True), steward_key)
+    steward.commit([prepare("test.claimed", claims(i)) for i in range(70)])   # a kind verify does not judge
+    steward.close()
+    poolctl = [str(Path(sys.executable).with_name("poolctl")), "ledger", "verify", str(path), "-o", "json"]
+    assert json.loads(subprocess.run(poolctl, capture_output=True, text=True).stdout)["valid"]
+    conn = sqlite3.connect(path)
+    conn.execute("DROP TRIGGER merkle_no_update")
+    conn.execute("UPDATE merkle SET hash = zeroblob(32) WHERE level = 4 AND idx = 2")
+    conn.commit()
+    conn.close()
+    done = subprocess.run(poolctl, capture_output=True, text=True)
+    doc = json.loads(done.stdout)
+    assert done.returncode == 1 and (doc["reason"], doc["first_bad_index"], doc["length"]) == ("tree", 32, 32)
