@@ -15,7 +15,7 @@ from typing import Any
 import grpc
 
 from protos.pool.v1 import ops_pb2, ops_pb2_grpc, proofs_pb2, proofs_pb2_grpc
-from scheduler.ctl.output import EXIT_FAILED, EXIT_OK, CtlError, add_output_flag, emit, table
+from scheduler.ctl.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CtlError, add_output_flag, emit, table
 from scheduler.ctl.wire import add_scheduler_flag, as_ctl_error, call, channel, client, online_verb, to_doc
 from scheduler.ledger import cose, export, keys, merkle, note, proof, receipts, trust, witness
 from scheduler.ledger.index import first_wrong_node
@@ -75,9 +75,12 @@ def register(verbs: argparse._SubParsersAction) -> None:
     add_output_flag(p)
     p.set_defaults(run=_witness)
 
-    p = online_verb(sub, "prove", "a claim's receipts with inclusion proofs against the latest cosigned "
-                    "checkpoint, written as a proof file for check-proof", _prove)
-    p.add_argument("claim")
+    p = online_verb(sub, "prove", "a claim's receipts (or a subtree's, with --tenant) with inclusion proofs "
+                    "against the latest cosigned checkpoint, written as a proof file for check-proof", _prove)
+    p.add_argument("claim", nargs="?")
+    p.add_argument("--tenant", help="instead of a claim: every claim the scheduler holds in this subtree")
+    p.add_argument("--since-ns", type=int, default=0, metavar="NS", help="with --tenant: receipts from this time")
+    p.add_argument("--until-ns", type=int, default=0, metavar="NS", help="with --tenant: receipts before this time")
     p.add_argument("--out", required=True, metavar="FILE")
     p.add_argument("--since-size", type=int, default=0, metavar="N",
                    help="also prove the checkpoint consistent with your earlier one of N receipts")
@@ -319,17 +322,31 @@ def _write(path: str, data: bytes) -> None:
         raise CtlError("UNWRITABLE", f"{path}: {exc.strerror}") from None
 
 
+def _claim_document(answer: proofs_pb2.ClaimProof) -> dict:
+    return proof.document(answer.claim_id, answer.checkpoint,
+                          [(r.seq, r.receipt, list(r.path)) for r in answer.receipts], list(answer.pending),
+                          answer.since_size, list(answer.consistency))
+
+
 def _prove(args: Any) -> int:
-    answer = call(_proofs(args).ProveClaim, proofs_pb2.ProveClaimRequest(claim_id=args.claim,
-                                                                        since_size=args.since_size))
-    doc = proof.document(answer.claim_id, answer.checkpoint,
-                         [(r.seq, r.receipt, list(r.path)) for r in answer.receipts], list(answer.pending),
-                         answer.since_size, list(answer.consistency))
+    if (args.claim is None) == (args.tenant is None):
+        raise CtlError("USAGE", "name a claim, or a subtree with --tenant", EXIT_USAGE)
+    if args.claim is not None:
+        answers = [call(_proofs(args).ProveClaim, proofs_pb2.ProveClaimRequest(claim_id=args.claim,
+                                                                              since_size=args.since_size))]
+        doc = _claim_document(answers[0])
+    else:
+        subtree = call(_proofs(args).ProveSubtree, proofs_pb2.ProveSubtreeRequest(
+            tenant=args.tenant, since_ns=args.since_ns, until_ns=args.until_ns, since_size=args.since_size))
+        answers = list(subtree.claims)
+        doc = {"format": proof.SET_FORMAT, "tenant": subtree.tenant, "since_ns": args.since_ns,
+               "until_ns": args.until_ns, "proofs": [_claim_document(a) for a in answers]}
     _write(args.out, json.dumps(doc, indent=1).encode() + b"\n")
-    summary = {"out": args.out, "claim_id": answer.claim_id, "proven": [r.seq for r in answer.receipts],
-               "pending": list(answer.pending), "cosigned": bool(answer.checkpoint)}
+    summary = {"out": args.out, "claims": [a.claim_id for a in answers],
+               "proven": sum(len(a.receipts) for a in answers), "pending": sum(len(a.pending) for a in answers),
+               "cosigned": all(a.checkpoint for a in answers)}
     emit(args, summary, lambda d: table(("field", "value"), list(d.items())))
-    if not answer.checkpoint:
+    if answers and not all(a.checkpoint for a in answers):
         raise CtlError("NOT_COSIGNED", "no cosigned checkpoint is recorded yet: nothing can be proven", EXIT_FAILED)
     return EXIT_OK
 
@@ -366,14 +383,19 @@ def _check_proof(args: Any) -> int:
         except note.NoteError as exc:
             raise CtlError("UNREADABLE", f"{args.since}: {exc}") from None
     try:
-        checked = proof.check(proof.read(_read_file(args.path)), steward, witnesses, since)
+        every = [proof.check(one, steward, witnesses, since) for one in proof.proofs_in(proof.read(
+            _read_file(args.path)))]
     except proof.ProofInvalid as exc:
         raise CtlError("PROOF_INVALID", f"{exc.reason}: {exc}", EXIT_FAILED) from None
-    doc = {"valid": True, "claim_id": checked.claim_id, "origin": checked.origin, "size": checked.size,
-           "root": checked.root.hex(), "cosigned_by": list(checked.witnesses),
+    checked = every[0] if len(every) == 1 else None
+    facts = [f for c in every for f in c.facts]
+    doc = {"valid": True, "claim_id": checked.claim_id if checked else None,
+           "claims": [c.claim_id for c in every],
+           "origin": every[0].origin if every else None, "size": every[0].size if every else None,
+           "root": every[0].root.hex() if every else None, "cosigned_by": [w.name for w in witnesses],
            "receipts": [{"seq": f.seq, "kind": f.kind, "time_ns": f.time_ns, "actor": f.actor,
-                         "body": _plain(f.body)} for f in checked.facts],
-           "pending": list(checked.pending)}
+                         "body": _plain(f.body)} for f in facts],
+           "pending": [p for c in every for p in c.pending]}
     if not witnesses:
         doc["note"] = "no --witness-key: the checkpoint is only the steward's word, not a witness's"
     emit(args, doc, lambda d: table(("seq", "kind", "actor"), [(f["seq"], f["kind"], f["actor"] or "")

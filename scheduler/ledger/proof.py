@@ -26,6 +26,7 @@ from scheduler.ledger.keys import PublicKey
 from scheduler.ledger.receipts import ReceiptError, read_core
 
 FORMAT = "pool-proof/1"
+SET_FORMAT = "pool-proof-set/1"   # {"format", "tenant", "since_ns", "until_ns", "proofs": [pool-proof/1 …]}
 
 
 class ProofInvalid(ValueError):
@@ -80,9 +81,19 @@ def read(raw: bytes) -> dict:
         doc = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ProofInvalid("format", f"not JSON: {exc}") from None
-    if type(doc) is not dict or doc.get("format") != FORMAT:
-        raise ProofInvalid("format", f"not a {FORMAT} document")
+    if type(doc) is not dict or doc.get("format") not in (FORMAT, SET_FORMAT):
+        raise ProofInvalid("format", f"not a {FORMAT} or {SET_FORMAT} document")
     return doc
+
+
+def proofs_in(doc: dict) -> list[dict]:
+    """The claim proofs of a document: itself, or each of a set's."""
+    if doc.get("format") == FORMAT:
+        return [doc]
+    proofs = doc.get("proofs")
+    if type(proofs) is not list or not all(type(p) is dict and p.get("format") == FORMAT for p in proofs):
+        raise ProofInvalid("format", f"a {SET_FORMAT} document's proofs are {FORMAT} documents")
+    return proofs
 
 
 def check(doc: dict, steward: PublicKey, witnesses: Sequence[note.VKey] = (),

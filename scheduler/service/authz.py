@@ -227,6 +227,7 @@ TABLE: Mapping[str, Rule] = {
     "/pool.v1.Proofs/GetCheckpoint": rule(READERS + " witness"),
     "/pool.v1.Proofs/AddCosignature": rule("witness", writes=True),
     "/pool.v1.Proofs/ProveClaim": rule(READERS, held_claim("claim_id")),
+    "/pool.v1.Proofs/ProveSubtree": rule(READERS, tenant_filter("tenant")),
     "/pool.v1.AgentService/Register": rule("agent", host_field("host_id"), writes=True),
     "/pool.v1.AgentService/Stream": rule("agent", HELLO_HOST),
     "/grpc.health.v1.Health/Check": rule(ANYONE),

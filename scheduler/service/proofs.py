@@ -8,7 +8,9 @@ from __future__ import annotations
 import asyncio
 
 from protos.pool.v1 import proofs_pb2, proofs_pb2_grpc
-from scheduler.ledger import note
+from scheduler.kernel import ClusterState
+from scheduler.ledger import cose, note
+from scheduler.ledger.receipts import read_core
 from scheduler.ledger.steward import Steward
 from scheduler.ledger.witness import WitnessRejected
 from scheduler.service.engine import Engine
@@ -38,6 +40,33 @@ def claim_proof(steward: Steward, claim_id: str, since_size: int) -> proofs_pb2.
         answer.checkpoint = cosigned.encoded()
         answer.consistency.extend(proofs.consistency(since_size, size) if since_size else [])
     return answer
+
+
+def subtree_proof(steward: Steward, state: ClusterState, tenant: str, since_ns: int, until_ns: int,
+                  since_size: int) -> proofs_pb2.SubtreeProof:
+    """ProveClaim's answer for each claim the scheduler holds in the tenant's
+    subtree, keeping the receipts whose time_ns is in [since_ns, until_ns)."""
+    tree = state.tree
+    if tree is None or tenant not in tree.nodes:
+        raise Refused("UNKNOWN_TENANT", f"no tenant {tenant!r}")
+    answer = proofs_pb2.SubtreeProof(tenant=tenant)
+    for claim_id in sorted(c for c, claim in state.claims.items() if tenant in tree.path(claim.tenant)):
+        proof = claim_proof(steward, claim_id, since_size)
+        kept = [r for r in proof.receipts if _in_range(r.receipt, since_ns, until_ns)]
+        pending = [seq for seq in proof.pending
+                   if _in_range(next(steward.read(seq, seq + 1)), since_ns, until_ns)]
+        if kept or pending:
+            del proof.receipts[:]
+            proof.receipts.extend(kept)
+            del proof.pending[:]
+            proof.pending.extend(pending)
+            answer.claims.append(proof)
+    return answer
+
+
+def _in_range(raw: bytes, since_ns: int, until_ns: int) -> bool:
+    time_ns = read_core(cose.parse_whole(raw).payload)[0].time_ns
+    return since_ns <= time_ns and (until_ns == 0 or time_ns < until_ns)
 
 
 def signed_checkpoint(steward: Steward, old_size: int) -> proofs_pb2.Checkpoint:
@@ -72,6 +101,11 @@ class ProofsServicer(proofs_pb2_grpc.ProofsServicer):
             raise Refused("WITNESS_REJECTED", f"{error.code}: {error}") from None
         await self.engine.writer.enqueue(prepared)
         return proofs_pb2.Checkpoint(note=request.note)
+
+    @guarded
+    async def ProveSubtree(self, request, context):
+        return await asyncio.to_thread(subtree_proof, self._steward, self.engine.read().state, request.tenant,
+                                       request.since_ns, request.until_ns, request.since_size)
 
     @guarded
     async def ProveClaim(self, request, context):

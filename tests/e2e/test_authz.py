@@ -56,6 +56,7 @@ def _requests(method: str, claim: str, tenant: str, host: str) -> list:
             claim_id=f"{claim}-plan", tenant=tenant, estimate_uj=5)]),
         "Cordon": lambda: ops_pb2.CordonRequest(worker=host, cordoned=False),   # as it is: no receipt
         "ProveClaim": lambda: proofs_pb2.ProveClaimRequest(claim_id=claim),
+        "ProveSubtree": lambda: proofs_pb2.ProveSubtreeRequest(tenant=tenant),
         "AddCosignature": lambda: proofs_pb2.AddCosignatureRequest(note=b"x"),
     }
     m = METHODS[method]

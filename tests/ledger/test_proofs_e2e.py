@@ -35,7 +35,7 @@ def test_a_tenant_proves_its_claims_admission_and_release_offline(cluster, tmp_p
 
     out = tmp_path / "proof.json"
     summary = alpha.json("ledger", "prove", "a1", "--out", str(out))
-    assert summary["cosigned"] and summary["pending"] == [] and len(summary["proven"]) == 3
+    assert summary["cosigned"] and summary["pending"] == 0 and summary["proven"] == 3 and summary["claims"] == ["a1"]
     # offline: no scheduler address, no certificate, no ledger
     offline = ["ledger", "check-proof", str(out), "--key", str(s.dir / "steward.pub"),
                "--witness-key", s.witness_vkey, "-o", "json"]
@@ -60,6 +60,20 @@ def test_a_tenant_proves_its_claims_admission_and_release_offline(cluster, tmp_p
     alpha.poolctl("ledger", "prove", "a1", "--out", str(later), "--since-size", str(first["size"]))
     s.as_principal(None).poolctl("ledger", "check-proof", str(later), "--key", str(s.dir / "steward.pub"),
                                  "--witness-key", s.witness_vkey, "--since", str(kept))
+
+    # a subtree in a time range: every claim alpha holds, the receipts since a1's release
+    released_ns = next(r["time_ns"] for r in checked["receipts"] if r["kind"] == "released")
+    subtree = tmp_path / "subtree.json"
+    made = alpha.json("ledger", "prove", "--tenant", "alpha", "--since-ns", str(released_ns), "--out", str(subtree))
+    assert made["claims"] == ["a1", "a2"] and made["pending"] == 0
+    whole = json.loads(s.as_principal(None).poolctl(
+        "ledger", "check-proof", str(subtree), "--key", str(s.dir / "steward.pub"), "--witness-key",
+        s.witness_vkey, "-o", "json").stdout)
+    assert whole["claims"] == ["a1", "a2"]
+    assert [r["kind"] for r in whole["receipts"]][:2] == ["released", "claim_submitted"]   # a1's last, a2's first
+    assert all(r["time_ns"] >= released_ns for r in whole["receipts"])
+    refused = alpha.poolctl("ledger", "prove", "--tenant", "beta", "--out", str(tmp_path / "b.json"), check=False)
+    assert refused.returncode != 0 and "OUT_OF_SCOPE" in refused.stderr
 
     # a witness that is not trusted by the scheduler cannot record a checkpoint
     stranger = keys.generate()

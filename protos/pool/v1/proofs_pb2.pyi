@@ -63,3 +63,23 @@ class ClaimProof(_message.Message):
     since_size: int
     consistency: _containers.RepeatedScalarFieldContainer[bytes]
     def __init__(self, claim_id: _Optional[str] = ..., checkpoint: _Optional[bytes] = ..., steward_key: _Optional[bytes] = ..., receipts: _Optional[_Iterable[_Union[ProvenReceipt, _Mapping]]] = ..., pending: _Optional[_Iterable[int]] = ..., since_size: _Optional[int] = ..., consistency: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
+class ProveSubtreeRequest(_message.Message):
+    __slots__ = ("tenant", "since_ns", "until_ns", "since_size")
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    SINCE_NS_FIELD_NUMBER: _ClassVar[int]
+    UNTIL_NS_FIELD_NUMBER: _ClassVar[int]
+    SINCE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    tenant: str
+    since_ns: int
+    until_ns: int
+    since_size: int
+    def __init__(self, tenant: _Optional[str] = ..., since_ns: _Optional[int] = ..., until_ns: _Optional[int] = ..., since_size: _Optional[int] = ...) -> None: ...
+
+class SubtreeProof(_message.Message):
+    __slots__ = ("tenant", "claims")
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    CLAIMS_FIELD_NUMBER: _ClassVar[int]
+    tenant: str
+    claims: _containers.RepeatedCompositeFieldContainer[ClaimProof]
+    def __init__(self, tenant: _Optional[str] = ..., claims: _Optional[_Iterable[_Union[ClaimProof, _Mapping]]] = ...) -> None: ...

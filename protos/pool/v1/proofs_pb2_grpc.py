@@ -51,6 +51,11 @@ class ProofsStub:
                 request_serializer=protos_dot_pool_dot_v1_dot_proofs__pb2.ProveClaimRequest.SerializeToString,
                 response_deserializer=protos_dot_pool_dot_v1_dot_proofs__pb2.ClaimProof.FromString,
                 _registered_method=True)
+        self.ProveSubtree = channel.unary_unary(
+                '/pool.v1.Proofs/ProveSubtree',
+                request_serializer=protos_dot_pool_dot_v1_dot_proofs__pb2.ProveSubtreeRequest.SerializeToString,
+                response_deserializer=protos_dot_pool_dot_v1_dot_proofs__pb2.SubtreeProof.FromString,
+                _registered_method=True)
 
 
 class ProofsServicer:
@@ -87,6 +92,16 @@ class ProofsServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ProveSubtree(self, request, context):
+        """The receipts of every claim the scheduler holds in a tenant's subtree whose
+        time_ns is in [since_ns, until_ns) (until_ns 0: no end), as ProveClaim proves them.
+        Errors: NOT_FOUND (UNKNOWN_TENANT), INVALID_ARGUMENT (INVALID_ARGUMENT: since_size beyond the checkpoint).
+        Callers: auditor, operator, tenant. Scope: tenant: tenant in the caller's subtrees; empty: the caller's one subtree.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ProofsServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -104,6 +119,11 @@ def add_ProofsServicer_to_server(servicer, server):
                     servicer.ProveClaim,
                     request_deserializer=protos_dot_pool_dot_v1_dot_proofs__pb2.ProveClaimRequest.FromString,
                     response_serializer=protos_dot_pool_dot_v1_dot_proofs__pb2.ClaimProof.SerializeToString,
+            ),
+            'ProveSubtree': grpc.unary_unary_rpc_method_handler(
+                    servicer.ProveSubtree,
+                    request_deserializer=protos_dot_pool_dot_v1_dot_proofs__pb2.ProveSubtreeRequest.FromString,
+                    response_serializer=protos_dot_pool_dot_v1_dot_proofs__pb2.SubtreeProof.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -189,6 +209,33 @@ class Proofs:
             '/pool.v1.Proofs/ProveClaim',
             protos_dot_pool_dot_v1_dot_proofs__pb2.ProveClaimRequest.SerializeToString,
             protos_dot_pool_dot_v1_dot_proofs__pb2.ClaimProof.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ProveSubtree(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pool.v1.Proofs/ProveSubtree',
+            protos_dot_pool_dot_v1_dot_proofs__pb2.ProveSubtreeRequest.SerializeToString,
+            protos_dot_pool_dot_v1_dot_proofs__pb2.SubtreeProof.FromString,
             options,
             channel_credentials,
             insecure,
