@@ -5,6 +5,7 @@ Every read serves the committed state (committed.py); Reclaim decides on the lat
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from collections import defaultdict
@@ -19,7 +20,7 @@ from scheduler.service import convert, pages
 from scheduler.service.config import Limits
 from scheduler.service.agents import AgentServicer
 from scheduler.service.claims import subtree
-from scheduler.service.engine import Engine
+from scheduler.service.engine import Engine, LedgerFailed
 from scheduler.service.errors import Refused, abort, checked, guarded, not_ready
 from scheduler.service.principal import caller
 from scheduler.service.state import ServiceState
@@ -221,6 +222,11 @@ class OperationsServicer(ops_pb2_grpc.OperationsServicer):
                                                    caller().name)
         except WitnessRejected as error:
             raise Refused("WITNESS_REJECTED", f"{error.code}: {error}") from None
-        # a statement the ledger has already (one sent again): no new receipt, the head once it is durable
-        await (self.engine.durable() if recorded is None else recorded)
+        if recorded is None:   # the ledger has it already (sent again): no new receipt, the head once durable
+            await self.engine.durable()
+            return self._info()
+        try:   # shielded: a caller that goes away must not cancel the ledger's future
+            await asyncio.shield(recorded)
+        except Exception as exc:   # its append failed: unknown to the caller, as for any change (errors.guarded)
+            raise LedgerFailed(str(exc)) from exc
         return self._info()

@@ -13,7 +13,7 @@ from scheduler.ledger import cose, note
 from scheduler.ledger.receipts import read_core
 from scheduler.ledger.steward import Steward
 from scheduler.ledger.witness import WitnessRejected
-from scheduler.service.engine import Engine
+from scheduler.service.engine import Engine, LedgerFailed
 from scheduler.service.errors import Refused, guarded
 from scheduler.service.principal import caller
 
@@ -99,7 +99,10 @@ class ProofsServicer(proofs_pb2_grpc.ProofsServicer):
                                                caller().name)
         except WitnessRejected as error:
             raise Refused("WITNESS_REJECTED", f"{error.code}: {error}") from None
-        await self.engine.writer.enqueue(prepared)
+        try:   # shielded: a caller that goes away must not cancel the ledger's future
+            await asyncio.shield(self.engine.writer.enqueue(prepared))
+        except Exception as exc:   # its append failed: LEDGER_UNAVAILABLE (errors.guarded), not UNKNOWN
+            raise LedgerFailed(str(exc)) from exc
         return proofs_pb2.Checkpoint(note=request.note)
 
     @guarded
