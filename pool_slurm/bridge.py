@@ -270,6 +270,40 @@ class Bridge:
             except SlurmError as exc:
                 log.warning("job %s: %s", job.key, exc)
 
+    def follow(self, stop=lambda: False) -> None:
+        """Pool's preemptions and reclamations as they become durable (Claims.Watch), acted on at
+        once instead of at the next cycle; the cycle remains the backstop (a lost stream, a
+        bridge that was down). Runs in a thread of its own until `stop`."""
+        while not stop():
+            try:
+                for event in self.pool.watch():
+                    if event.kind in (claims_pb2.EVENT_PREEMPTED, claims_pb2.EVENT_RECLAIMED):
+                        self._ended_by_pool(event.status)
+                    if stop():
+                        return
+            except Exception as exc:   # the stream broke (Pool restarted, unreachable): watch again
+                log.debug("watch: %s", exc)
+            time.sleep(self.config.poll_ms / 1000)
+
+    def _ended_by_pool(self, status: claims_pb2.ClaimStatus) -> None:
+        parsed = J.parse_claim_id(status.claim_id, self.config.cluster)
+        if parsed is None:
+            return
+        key = parsed[0]
+        if time.monotonic() - self.acted.get(key, -1e9) < 5:
+            return
+        self.acted[key] = time.monotonic()
+        how = types_pb2.ClaimState.Name(status.state)
+        log.info("job %s: claim %s %s: %s", key, status.claim_id, how, self.config.on_preempt)
+        try:
+            if self.config.on_preempt == "cancel":
+                self.slurm.cancel(key)
+            else:
+                self.slurm.requeue_hold(key)
+        except SlurmError as exc:   # not started yet, or already gone: the cycle sorts it out
+            log.info("job %s: %s", key, exc)
+            self.acted.pop(key, None)
+
     def run(self, stop=lambda: False) -> None:
         period = self.config.poll_ms / 1000
         while not stop():

@@ -57,8 +57,11 @@ def main(argv: list[str] | None = None) -> int:
                                          ",".join(config.partitions), config.cluster, config.scheduler)
     from pool_slurm.gate import Gate
     gate = Gate(config, pool)
+    bridge = Bridge(config, Slurm(config.env()), pool)
+    import threading
+    threading.Thread(target=bridge.follow, args=(lambda: bool(stopping),), name="watch", daemon=True).start()
     try:
-        Bridge(config, Slurm(config.env()), pool).run(lambda: bool(stopping))
+        bridge.run(lambda: bool(stopping))
     finally:
         gate.close()
         pool.close()

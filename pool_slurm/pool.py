@@ -52,6 +52,10 @@ class Pool:
         except grpc.RpcError as exc:
             raise _error(exc) from None
 
+    def watch(self):
+        """Every claim event from now on (a stream; ends with the connection)."""
+        return self.claims.Watch(claims_pb2.WatchRequest())
+
     def open_claims(self, prefix: str) -> list[claims_pb2.ClaimStatus]:
         out, token = [], ""
         while True:
