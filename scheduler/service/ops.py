@@ -11,7 +11,7 @@ import time
 from collections import defaultdict
 from itertools import islice
 
-from protos.energy import Grade, worst
+from protos.energy import Grade, sum_graded
 from protos.pool.v1 import ops_pb2, ops_pb2_grpc
 from scheduler import kernel
 from scheduler.ledger.witness import WitnessRejected
@@ -34,21 +34,19 @@ class Total:
     """µJ, worst grade and unaccounted ns over a selection of split rows and gaps."""
 
     def __init__(self) -> None:
-        self.uj, self.unaccounted_ns, self.lost_windows = 0, 0, 0
-        self.grades: list[Grade] = []
+        self.unaccounted_ns, self.lost_windows = 0, 0
+        self.rows: list[tuple[int, Grade]] = []   # (µJ, grade) of each row
 
     def measured(self, uj: int, grade: Grade) -> None:
-        self.uj += uj
-        self.grades.append(grade)
-
-    def grade(self) -> int:
-        return convert.grade(worst(self.grades)) if self.grades else 0
+        self.rows.append((uj, grade))
 
     def figures(self) -> dict[str, int]:
-        """The sums as a DeviceTotal or TenantTotal carries them: each at most
-        the largest uint64, whatever the rows a replayed ledger holds (a sum of
-        uint64 fields can exceed it; protobuf would refuse to encode it)."""
-        return {"uj": min(self.uj, U64), "unaccounted_ns": min(self.unaccounted_ns, U64),
+        """The sums as a DeviceTotal or TenantTotal carries them (the rows' µJ
+        and worst grade, protos.energy.sum_graded), each at most the largest
+        uint64, whatever the rows a replayed ledger holds (a sum of uint64
+        fields can exceed it; protobuf would refuse to encode it)."""
+        uj, grade = sum_graded(self.rows)
+        return {"uj": min(uj, U64), "grade": convert.grade(grade), "unaccounted_ns": min(self.unaccounted_ns, U64),
                 "lost_windows": min(self.lost_windows, U64)}
 
 
@@ -116,10 +114,10 @@ class OperationsServicer(ops_pb2_grpc.OperationsServicer):
                 totals[""].unaccounted_ns += span   # the unallocated remainder is unknown in a gap too
             devices[g.worker, g.device_id].unaccounted_ns += span
             devices[g.worker, g.device_id].lost_windows += g.lost_windows
-        answer.totals.extend(ops_pb2.TenantTotal(tenant=t, grade=total.grade(),
-                                                 **{k: v for k, v in total.figures().items() if k != "lost_windows"})
+        answer.totals.extend(ops_pb2.TenantTotal(tenant=t, **{k: v for k, v in total.figures().items()
+                                                              if k != "lost_windows"})
                              for t, total in sorted(totals.items()))
-        answer.devices.extend(ops_pb2.DeviceTotal(worker=w, device_id=d, grade=total.grade(), **total.figures())
+        answer.devices.extend(ops_pb2.DeviceTotal(worker=w, device_id=d, **total.figures())
                               for (w, d), total in sorted(devices.items()))
         return answer
 

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from itertools import islice, repeat
 from typing import NamedTuple
 
-from protos.energy import worst
+from protos.energy import Grade, sum_graded
 from scheduler.kernel import ClaimState, ClusterState, MeterDelta, Metered, Observation, counted
 from scheduler.service.windows.batch import CPU_PREFIX, GRADES, Windows
 from scheduler.service.windows.floors import Floors
@@ -151,8 +151,8 @@ class Observed:
         end = max(o.end_ns for o in relevant)
         span = [o for o in relevant if o.end_ns > end - window_ns] if window_ns else relevant
         start = min(o.start_ns for o in span)
-        total = None if any(o.uj is None for o in span) else sum(o.uj for o in span)
-        return Observation(start, end, total, worst(GRADES[o.grade] for o in span))
+        total, grade = sum_graded((o.uj or 0, GRADES[o.grade]) for o in span)
+        return Observation(start, end, None if any(o.uj is None for o in span) else total, grade)
 
     def splits(self, tenants: frozenset[str] | None, since_ns: int, device_id: str, below: int, start: int = 0
                ) -> Iterator[tuple[int, SplitRow]]:
@@ -197,10 +197,8 @@ def _deltas(admitted: set[str], w: Windows) -> tuple[MeterDelta, ...]:
     """Per admitted claim among the occupants: the sum of its shares, graded by the worst."""
     if not admitted:
         return ()
-    deltas: dict[str, tuple[int, list[str]]] = {}
+    shares: dict[str, list[tuple[int, Grade]]] = {}
     for occupant, uj, grade in zip(w.occupant, w.share_uj, w.share_grade):
         if occupant in admitted:
-            total, grades = deltas.setdefault(occupant, (0, []))
-            grades.append(GRADES[grade])
-            deltas[occupant] = (total + uj, grades)
-    return tuple(MeterDelta(c, uj, worst(g)) for c, (uj, g) in sorted(deltas.items()))
+            shares.setdefault(occupant, []).append((uj, GRADES[grade]))
+    return tuple(MeterDelta(c, *sum_graded(parts)) for c, parts in sorted(shares.items()))
