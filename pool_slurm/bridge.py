@@ -118,12 +118,8 @@ class Bridge:
         admitted = [c for c in current if c.state == ADMITTED]
         if len(admitted) == want.nodes:
             nodes = [self.config.node(c.worker) for c in sorted(admitted, key=lambda c: c.claim_id)]
-            attempt = J.parse_claim_id(admitted[0].claim_id, self.config.cluster)[1]
             if job.required_nodes != ",".join(nodes) or job.held:
-                self.slurm.pin(job.key, nodes)
-                self.slurm.admin_comment(job.key, J.admitted_comment(attempt, nodes))
-                if job.held:
-                    self.slurm.release(job.key)
+                self._start(job, admitted, J.parse_claim_id(admitted[0].claim_id, self.config.cluster)[1])
             return
         waiting = next(c for c in sorted(current, key=lambda c: c.claim_id) if c.state != ADMITTED)
         attempt = J.parse_claim_id(waiting.claim_id, self.config.cluster)[1]
@@ -132,6 +128,16 @@ class Bridge:
             self._hold(job)
             text = "held again by Pool (released without an admitted claim); " + text
         self._comment(job, text)
+
+    def _start(self, job: J.Job, admitted: list, attempt: int) -> None:
+        """Pin a job to the workers Pool admitted its claims on, and release it."""
+        nodes = [self.config.node(c.worker) for c in sorted(admitted, key=lambda c: c.claim_id)]
+        self.slurm.pin(job.key, nodes)
+        self.slurm.admin_comment(job.key, J.admitted_comment(attempt, nodes))
+        if job.key in self.holds:   # a hold this cycle meant to write: no longer wanted
+            self.holds.remove(job.key)
+        if job.held:
+            self.slurm.release(job.key)
 
     def _next_attempt(self, job: J.Job) -> int:
         last = J.attempt_in_comment(job.admin_comment, self.config.cluster, job.key)
@@ -165,8 +171,10 @@ class Bridge:
                     self._comment(job, J.problem_comment(J.Problem(code, refused[0].message)))
                 elif settled:   # an earlier attempt's id, settled: the next cycle takes the next attempt
                     self.attempts[job.key] = parsed[1] + 1
+                elif all(r.status.state == ADMITTED for r in mine):   # admitted at once: start it now
+                    self._start(job, [r.status for r in mine], parsed[1])
                 else:
-                    status = mine[0].status
+                    status = next(r.status for r in mine if r.status.state != ADMITTED)
                     self._comment(job, J.pending_comment(parsed[1], types_pb2.Reason.Name(status.reason)))
             except SlurmError as exc:
                 log.warning("job %s: %s", job.key, exc)
