@@ -245,9 +245,9 @@ class SqliteStore:
         high = [key for key in keys if key[0] >= STORED_FROM]
         if high:
             values = ", ".join("(?, ?)" for _ in high)
-            found.update(((level, idx), value) for level, idx, value in self._reading(
-                f"SELECT level, idx, hash FROM merkle WHERE (level, idx) IN (VALUES {values})",
-                tuple(x for key in high for x in key)))
+            found.update(((level, idx), value) for level, idx, value in self._reading(   # a join: by the key
+                f"SELECT m.level, m.idx, m.hash FROM (VALUES {values}) AS k JOIN merkle AS m"
+                " ON m.level = k.column1 AND m.idx = k.column2", tuple(x for key in high for x in key)))
         missing = [key for key in keys if found.get(key) is None]
         if missing:
             raise StoreError(f"{self.path}: no Merkle node {missing[0]}")
