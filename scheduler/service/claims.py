@@ -270,9 +270,11 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
             seqs = committed.claim_seq
             while page := list(islice(claims, WATCH_PAGE)):
                 chosen = [c for c in page if matches(c) and seqs.get(c.claim_id, 0) >= request.resume_from]
-                for status in self._listing.statuses(committed, chosen) if chosen else ():
-                    yield claims_pb2.ClaimEvent(status=status, time_ns=time.time_ns(),
-                                                kind=claims_pb2.EVENT_CURRENT, position=began)
+                events = [claims_pb2.ClaimEvent(status=status, time_ns=time.time_ns(), kind=claims_pb2.EVENT_CURRENT,
+                                                position=began)   # copied now: listing.py reuses statuses
+                          for status in (self._listing.statuses(committed, chosen) if chosen else ())]
+                for event in events:
+                    yield event
             while (event := await watcher.next()) is not None:
                 position = event.position
                 yield event

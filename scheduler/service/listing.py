@@ -10,9 +10,12 @@ principals as plain dicts. A listing's later pages usually read the same
 state, so the last state's are kept. A status is built with the fields that
 are set only (a keyword per field costs as much whether it is zero or not),
 and kept: the next listing reuses it while the claim (an immutable value,
-replaced by every change), its receipt seq, reason, queue position and
-principals are the same, so a queue that stands still is listed without
-building a status again. bench/cli.py measures both beside squeue."""
+replaced by every change), its receipt seq and principals are the same,
+setting a waiting claim's queue position and reason in place when they
+moved, so a queue that stands still, or only moves, is listed without
+building a status again. A status returned is valid until the next call
+(List and Watch copy it into their answers at once). bench/cli.py measures
+both beside squeue."""
 
 from __future__ import annotations
 
@@ -39,8 +42,9 @@ class Listing:
         self._seqs: dict[str, int] = {}
         self._submitted_by: dict[str, str] = {}
         self._released_by: dict[str, str] = {}
-        # claim id -> (the claim, (seq, position, submitted by, released by), the pending reasons
-        # it was judged with, its reason, its status)
+        # claim id -> (the claim, (seq, submitted by, released by), the pending reasons it was
+        # judged with, its status); a kept status is changed in place when only its queue
+        # position or pending reason moved, so it is valid until the next call: callers copy it
         self._made: dict[str, tuple] = {}
 
     def _of(self, committed: Committed) -> None:
@@ -64,7 +68,8 @@ class Listing:
         return map(self._claims.__getitem__, self._ids[bisect_right(self._ids, claim_id):] if claim_id else self._ids)
 
     def statuses(self, committed: Committed, claims: Iterable[Claim]) -> list[claims_pb2.ClaimStatus]:
-        """What ClaimsServicer.status answers for each of `claims` (claims of the committed state)."""
+        """What ClaimsServicer.status answers for each of `claims` (claims of the committed state),
+        valid until the next call: copy them before anything else may list."""
         self._of(committed)
         positions, seqs, submitted_by, released_by = self._positions, self._seqs, self._submitted_by, \
             self._released_by
@@ -72,26 +77,31 @@ class Listing:
         out = []
         for claim in claims:
             claim_id, spec, state = claim.spec.claim_id, claim.spec, claim.state
-            key = (seqs.get(claim_id, 0), positions.get(claim_id, 0), submitted_by.get(claim_id),
-                   released_by.get(claim_id))
+            key = (seqs.get(claim_id, 0), submitted_by.get(claim_id), released_by.get(claim_id))
             before = made.get(claim_id)
             if before is not None and before[0] is claim and before[1] == key:
-                if state is not _PENDING or before[2] is reasons:   # the same verdicts: the same reason
-                    out.append(before[4])
-                    continue
-            if state is _PENDING:   # the reason it waits, as the last decision judged it
+                status = before[3]
+                if state is _PENDING:   # what moves while a claim waits: its place, its reason
+                    position = positions.get(claim_id, 0)
+                    if status.queue_position != position:
+                        status.queue_position = position
+                    if before[2] is not reasons:   # another decision: the reason it waits, as judged
+                        reason = reasons.get(claim_id, _UNSPECIFIED)
+                        if status.reason != reason:
+                            status.reason = reason
+                        made[claim_id] = (claim, key, reasons, status)
+                out.append(status)
+                continue
+            if state is _PENDING:
                 reason = reasons.get(claim_id, _UNSPECIFIED)
-                if before is not None and before[0] is claim and before[1] == key and before[3] == reason:
-                    made[claim_id] = (claim, key, reasons, reason, before[4])
-                    out.append(before[4])
-                    continue
             elif state is _REFUSED:
                 reason = claim.reason
             else:
                 reason = kernel.headline(claim)
             status = claims_pb2.ClaimStatus(
                 claim_id=claim_id, tenant=spec.tenant, state=state, reason=reason, hold_uj=claim.hold_uj,
-                ledger_seq=key[0], request=_request(spec), submitted_ns=claim.submitted_ns, queue_position=key[1])
+                ledger_seq=key[0], request=_request(spec), submitted_ns=claim.submitted_ns,
+                queue_position=positions.get(claim_id, 0))
             if claim.hold_grade is not None:
                 status.hold_grade = claim.hold_grade
             if claim.settled_ns:
@@ -123,11 +133,11 @@ class Listing:
                 status.gang_id = spec.gang_id
             if spec.priority:
                 status.priority = spec.priority
+            if key[1]:
+                status.submitted_by = key[1]
             if key[2]:
-                status.submitted_by = key[2]
-            if key[3]:
-                status.released_by = key[3]
-            made[claim_id] = (claim, key, reasons, reason, status)
+                status.released_by = key[2]
+            made[claim_id] = (claim, key, reasons, status)
             out.append(status)
         return out
 

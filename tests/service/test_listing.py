@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from protos.pool.v1 import claims_pb2
 from scheduler import kernel
-from scheduler.kernel import ClaimSpec, ClaimState, Placement, Resources
+from scheduler.kernel import ClaimSpec, ClaimState, Placement, Reason, Resources
 from scheduler.service.claims import ClaimsServicer
 from scheduler.service.config import Limits
 from scheduler.service.principal import Principal, reset_caller, set_caller
@@ -48,17 +48,24 @@ def test_pages_say_what_status_says_of_every_claim(tmp_path_factory, ops, extra,
     path = tmp_path_factory.mktemp("ledger") / "ledger.sqlite"
 
     async def run() -> None:
+        """Listed once, then again after the releases (one servicer: the second listing reuses
+        what the first built where nothing it shows changed)."""
         engine, steward = opened(path)
         token = set_caller(Principal("someone", "operator"))
+        servicer = ClaimsServicer(engine, Limits())
         try:
             await drive(engine, ops)
             for n in extra:
                 await submit(engine, SPECS[n])
+            await listing(servicer, engine)
             for claim_id in released:
                 await release(engine, claim_id)
         finally:
             reset_caller(token)
-        servicer = ClaimsServicer(engine, Limits())
+        await listing(servicer, engine)
+        await close(engine, steward)
+
+    async def listing(servicer: ClaimsServicer, engine) -> None:
         committed = engine.read()
         request = claims_pb2.ListClaimsRequest(tenant=tenant, states=[int(s) for s in states], page_size=page_size)
         listed = []
@@ -72,7 +79,6 @@ def test_pages_say_what_status_says_of_every_claim(tmp_path_factory, ops, extra,
         assert listed == _plain(servicer, committed, request)
         if any(s.state == ClaimState.PENDING for s in listed):
             assert any(s.queue_position for s in listed)
-        await close(engine, steward)
 
     asyncio.run(run())
 
@@ -123,6 +129,27 @@ def test_a_status_is_reused_only_while_nothing_it_shows_changed(tmp_path):
         await release(engine, admitted)
         after = list((await ClaimsServicer.List.__wrapped__(servicer, request, None)).claims)
         assert after == _plain(servicer, engine.read(), request) != first
+        await close(engine, steward)
+
+    asyncio.run(run())
+
+
+def test_a_kept_status_follows_a_new_verdict_on_a_claim_that_did_not_change(tmp_path):
+    """A decision can change why a claim waits without changing the claim: the
+    kept status says the new reason (here the same state, judged anew)."""
+    async def run() -> None:
+        engine, steward = opened(tmp_path / "ledger.sqlite")
+        await drive(engine, [("submit", "a", 10, 1000, 0)] * 3 + [("submit", "b", 10, 1000, 0)] * 3)
+        servicer = ClaimsServicer(engine, Limits())
+        committed = engine.read()
+        waiting = [c for c, claim in committed.state.claims.items() if claim.state is ClaimState.PENDING]
+        assert waiting
+        first = servicer._listing.statuses(committed, [committed.state.claims[c] for c in waiting])
+        assert [s.reason for s in first] == [committed.pending_reason[c] for c in waiting]
+        judged = committed._replace(pending_reason={c: Reason.NO_ELIGIBLE_WORKER for c in waiting})
+        again = servicer._listing.statuses(judged, [judged.state.claims[c] for c in waiting])
+        assert [s.reason for s in again] == [Reason.NO_ELIGIBLE_WORKER] * len(waiting)
+        assert list(again) == [servicer.status(c, judged) for c in waiting]
         await close(engine, steward)
 
     asyncio.run(run())
