@@ -193,7 +193,7 @@ def list_figures(pending: int, rounds: int) -> None:
     """Each figure the least of `rounds` runs after a first listing (whose statuses the
     scheduler then reuses while their claims stand still); the first listing's own too."""
     from scheduler.ctl import claims as ctl_claims
-    from protos.pool.v1 import claims_pb2_grpc
+    from protos.pool.v1 import claims_pb2, claims_pb2_grpc
     with tempfile.TemporaryDirectory(prefix="pool-bench-list-", dir=os.environ.get("BENCH_DIR")) as tmp:
         workdir = Path(tmp)
         pki = Pki(workdir / "pki", hosts=1)
@@ -226,6 +226,11 @@ def list_figures(pending: int, rounds: int) -> None:
                     with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):
                         ctl_claims.print_claims(ctl_claims.ClaimsTable.default(), claims, "queue")
                     runs["table"].append(time.perf_counter() - started)
+                # the queue moves: a held GPU freed admits the head, every waiting claim's place changes
+                stub.Release(claims_pb2.ReleaseRequest(claim_id="hold-0"), timeout=60)
+                cpu, started = cpu_seconds(pid), time.perf_counter()
+                list_all(stub)
+                moved = time.perf_counter() - started, cpu_seconds(pid) - cpu
     peer, where = squeue_list_peer(pending, rounds)
     if peer is None:
         value, recorded = LIST_FLOORS.get(pending, (None, ""))
@@ -236,6 +241,8 @@ def list_figures(pending: int, rounds: int) -> None:
     print(f"  {where}: least {min(peer) * 1000:.1f} ms")
     print(f"  {'gRPC List, the first listing: the scheduler CPU':<44} {cold[1] * 1000:7.1f} ms   "
           f"{cold[1] / min(peer):.2f} × squeue (every status built; wall {cold[0] * 1000:.1f} ms)")
+    print(f"  {'gRPC List, after the queue moved: scheduler CPU':<44} {moved[1] * 1000:7.1f} ms   "
+          f"{moved[1] / min(peer):.2f} × squeue (the head admitted; wall {moved[0] * 1000:.1f} ms)")
     for name, label in (("grpc cpu", "gRPC List, every page: the scheduler's CPU"),
                         ("grpc wall", "gRPC List, every page: wall"),
                         ("ctl cpu", "poolctl claims: the scheduler's CPU"),
