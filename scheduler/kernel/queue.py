@@ -139,7 +139,9 @@ class Room:
         return lowest is not None and lowest < shape.priority
 
     def could_admit(self, shape: Shape) -> bool:
-        return self.outranks(shape) or self.may_reclaim(shape) or self.fits_free(shape)
+        # the cheap tests first: outranks takes the least of the tenant's admitted priorities, a
+        # walk of them all, which with one tenant's 20,000 admitted claims made every submission O(n)
+        return self.fits_free(shape) or self.may_reclaim(shape) or self.outranks(shape)
 
     def gang_could_move(self, members: tuple[str, ...]) -> bool:
         """A gang (its pending members' ids) is complete and a member meets condition 1."""

@@ -405,7 +405,8 @@ def _unary_unary(door: Authorizer, method: str, rule: Rule, handler: Any) -> Any
     async def call(request: Message, context: grpc.aio.ServicerContext) -> Any:
         principal, request, ticket = await _admit(door, method, rule, context, _given(request))
         try:
-            response = await handler.unary_unary(request, context)
+            async with door.admission.turn(principal):   # one principal's share of the event loop's turns
+                response = await handler.unary_unary(request, context)
         finally:
             door.leave(ticket)
         return door.narrow(rule.reply, principal, response)

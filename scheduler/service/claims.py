@@ -23,7 +23,7 @@ from scheduler.service.config import Limits
 from scheduler.service.committed import Committed
 from scheduler.service.engine import Change, Engine
 from scheduler.service.errors import Refused, abort, checked, guarded, not_ready
-from scheduler.service.limits import OpenClaims, RateLimiter, limit_refusal
+from scheduler.service.limits import Admission, OpenClaims, RateLimiter, limit_refusal
 from scheduler.service.listing import Listing
 from scheduler.service.principal import caller
 from scheduler.service.state import ServiceState
@@ -52,6 +52,7 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
         self.engine, self.limits = engine, limits
         self._watchers: set[Watcher] = set()
         self._rates = RateLimiter(limits.submits_per_s, limits.submit_burst)
+        self.admission = Admission({})   # the scheduler's (main.py): whose turn a Watch page takes
         self.open = OpenClaims(limits.max_open_claims_per_tenant)   # counted from the state when serving starts
         self._listing = Listing()   # what List's pages share, per committed state (listing.py)
         engine.listen(self._publish)
@@ -139,9 +140,16 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
         if self.open.full(tenant):
             raise Refused("TOO_MANY_OPEN_CLAIMS", f"tenant {tenant!r} has {self.open.count(tenant)} open claims, "
                                                   f"the most allowed (limits.max_open_claims_per_tenant)")
+        self._charge_submissions(1)
+
+    def _charge_submissions(self, n: int) -> None:
+        """Take `n` of the caller's submissions a second (RATE_LIMITED when they are not there)."""
         principal = caller()
-        rate = self.limits.submits_per_s if principal.submits_per_s is None else principal.submits_per_s
-        wait = self._rates.wait_s(principal.name, 1, time.monotonic(), rate)
+        rate, burst = self.limits.submits_per_s, self.limits.submit_burst
+        if principal.submits_per_s is not None:
+            rate = principal.submits_per_s
+            burst = min(burst, 10 * rate) or burst
+        wait = self._rates.wait_s(principal.name, n, time.monotonic(), rate, burst)
         if wait:
             raise limit_refusal("RATE_LIMITED", f"{principal.name!r} is over {rate} submissions a second "
                                                 f"(limits.submits_per_s, or its own submits_per_s); "
@@ -157,6 +165,7 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
         if len(request.claims) > SUBMIT_MANY_MAX:
             raise Refused("INVALID_ARGUMENT", f"claims: at most {SUBMIT_MANY_MAX} claims per plan, "
                                               f"got {len(request.claims)}")
+        self._charge_submissions(len(request.claims))   # a plan costs the decisions a submission does
         now, planned = time.time_ns(), [r.claim_id for r in request.claims]
         latest, decision = self.engine.preview(lambda latest: _planned(latest.kernel, request.claims, now), now)
         live = latest.kernel
@@ -268,11 +277,16 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
             claims = iter(()) if request.from_now else iter([committed.state.claims[one]]) if one is not None \
                 else self._listing.after(committed, "")
             seqs = committed.claim_seq
-            while page := list(islice(claims, WATCH_PAGE)):
-                chosen = [c for c in page if matches(c) and seqs.get(c.claim_id, 0) >= request.resume_from]
-                events = [claims_pb2.ClaimEvent(status=status, time_ns=time.time_ns(), kind=claims_pb2.EVENT_CURRENT,
-                                                position=began)   # copied now: listing.py reuses statuses
-                          for status in (self._listing.statuses(committed, chosen) if chosen else ())]
+            while True:
+                async with self.admission.turn(caller()):   # each page in the caller's turn (limits.RUNNING)
+                    page = list(islice(claims, WATCH_PAGE))
+                    chosen = [c for c in page if matches(c) and seqs.get(c.claim_id, 0) >= request.resume_from]
+                    events = [claims_pb2.ClaimEvent(status=status, time_ns=time.time_ns(),
+                                                    kind=claims_pb2.EVENT_CURRENT, position=began)
+                              # copied now: listing.py reuses statuses
+                              for status in (self._listing.statuses(committed, chosen) if chosen else ())]
+                if not page:
+                    break
                 for event in events:
                     yield event
             while (event := await watcher.next()) is not None:

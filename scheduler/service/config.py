@@ -57,6 +57,11 @@ ROLE_BUDGETS = MappingProxyType({
     "agent": Budget(calls=16, streams=4, receipts_per_hour=36_000),
     "operator": Budget(calls=1_024, streams=256, receipts_per_hour=0),
 })
+# claims a second a principal of the role may submit (Submit, SubmitMany, and each claim a Plan
+# judges), unless [principals.NAME] submits_per_s says otherwise; a role not listed: limits.submits_per_s.
+# A tenant's is below what the scheduler decides in a second on a small machine, so that one tenant
+# cannot take every decision (bench/abuse.py). Its burst is ten seconds' worth, at most limits.submit_burst.
+ROLE_SUBMITS = MappingProxyType({"tenant": 200})
 # a caller of health, per certificate CN (declared or not: health answers anyone the TLS layer admits)
 HEALTH_BUDGET = Budget(calls=16, streams=4, receipts_per_hour=0)
 
@@ -64,7 +69,7 @@ HEALTH_BUDGET = Budget(calls=16, streams=4, receipts_per_hour=0)
 @dataclass(frozen=True)
 class PrincipalEntry:
     """[principals.NAME]: NAME is a certificate's subject CN. A budget key left
-    out is its role's (ROLE_BUDGETS; submits_per_s: limits.submits_per_s)."""
+    out is its role's (ROLE_BUDGETS; submits_per_s: ROLE_SUBMITS, else limits.submits_per_s)."""
 
     role: str
     tenants: tuple[str, ...] = ()     # for a tenant: the subtrees it may act in and read
@@ -122,7 +127,7 @@ class Limits:
     connection_idle_s: int = 300           # an idle connection is closed after this
     keepalive_s: int = 60                  # the server pings a quiet connection; a dead peer is dropped
     # what an agent may send
-    max_windows_per_batch: int = 10_000
+    max_windows_per_batch: int = 1_000     # an agent sends 500 (stream.batch_max): each batch is checked whole
     max_unacked_windows: int = 50_000      # counted on one stream but not yet acknowledged: reading pauses
     max_seq_advance: int = 1_000_000       # a batch's last seq at most this above the host's counted seq
     clock_skew_s: int = 10                 # a window may end at most this after the scheduler's clock
@@ -132,8 +137,10 @@ class Limits:
     # per principal, and per tenant
     submits_per_s: int = 1_000             # Submit calls per second per principal (token bucket)
     submit_burst: int = 10_000
-    windows_per_s: int = 20_000            # windows per second per principal: the stream is paused past it
-    window_burst: int = 200_000
+    # windows per second per principal: the stream is paused past it. 5,000 is 500 devices at 10 Hz;
+    # 20,000 from one compromised agent took a small scheduler's every turn (bench/abuse.py)
+    windows_per_s: int = 5_000
+    window_burst: int = 50_000
     max_open_claims_per_tenant: int = 100_000   # pending + admitted, per tenant (its own, not its subtree)
     watch_events: int = 1_000              # events one Watch may have waiting to be sent; past it: WATCH_LAGGED
     watch_bytes: int = 1 << 20             # and bytes
@@ -271,7 +278,8 @@ def budget(entry: PrincipalEntry) -> Budget:
 
 
 def principals(config: SchedulerConfig) -> dict[str, Principal]:
-    return {name: Principal(name, e.role, e.tenants, budget(e), e.submits_per_s)
+    return {name: Principal(name, e.role, e.tenants, budget(e),
+                            ROLE_SUBMITS.get(e.role) if e.submits_per_s is None else e.submits_per_s)
             for name, e in config.principals.items()}
 
 

@@ -5,9 +5,11 @@ of calls in progress, and the per-tenant cap on open claims. Their figures are
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 
 from scheduler.kernel import ClaimState, ClusterState
 from scheduler.service.errors import Refused
@@ -52,6 +54,10 @@ class RateLimiter:
 
 RETRY_AFTER = "pool-retry-after-ms"   # trailing metadata of a budget refusal: ms before a retry may pass
 HOUR_S = 3600
+# calls of one principal whose handlers run at once, by role; the rest wait their turn (queued, not
+# refused: `calls` bounds them). The event loop serves its tasks in turn, so a principal with many
+# calls would otherwise take as many turns: this keeps one principal's share to a few turns a round.
+RUNNING = {"tenant": 2, "auditor": 2, "witness": 2}
 # a role's pool of calls in progress (limits.*_rpcs); tenants, auditors and witnesses share "clients"
 POOL_OF_ROLE = {"agent": "agent", "operator": "operator", "health": "health"}
 
@@ -73,6 +79,20 @@ class Admission:
         self.calls: Counter[str] = Counter()     # principal -> calls in progress
         self.streams: Counter[str] = Counter()   # principal -> open streaming calls
         self._receipts = RateLimiter(0, 0)       # per principal; rates from each principal's budget
+        self._turns: dict[str, asyncio.Semaphore] = {}
+
+    @contextlib.asynccontextmanager
+    async def turn(self, principal: Principal | None) -> AsyncIterator[None]:
+        """Hold one of the principal's RUNNING turns (at once for a role without a limit)."""
+        running = RUNNING.get(principal.role) if principal is not None else None
+        if not running:
+            yield
+            return
+        turns = self._turns.get(principal.name)
+        if turns is None:
+            turns = self._turns[principal.name] = asyncio.Semaphore(running)
+        async with turns:
+            yield
 
     @staticmethod
     def pool(role: str) -> str:

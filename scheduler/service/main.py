@@ -209,6 +209,7 @@ class Scheduler:
         self.server = grpc.aio.server(interceptors=[self.drain, self.authorizer], options=server_options(config.limits),
                                       maximum_concurrent_rpcs=sum(pools(config.limits).values()) + REFUSING)
         self.claims = ClaimsServicer(self.engine, config.limits)
+        self.claims.admission = self.admission
         claims_pb2_grpc.add_ClaimsServicer_to_server(self.claims, self.server)
         agent_pb2_grpc.add_AgentServiceServicer_to_server(self.agents, self.server)
         operations = OperationsServicer(self.engine, self.agents, config.limits)

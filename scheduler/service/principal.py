@@ -34,7 +34,8 @@ class Principal:
     role: str                      # one of ROLES, or "scheduler" for the scheduler's own work
     tenants: tuple[str, ...] = ()  # for a tenant: the subtrees it may act in and read
     budget: Budget = UNLIMITED     # [principals.NAME] over its role's (config.ROLE_BUDGETS)
-    submits_per_s: int | None = None   # None: limits.submits_per_s
+    submits_per_s: int | None = None   # its own (config.ROLE_SUBMITS or [principals.NAME]); None: limits'
+
 
 
 SCHEDULER = Principal("pool-scheduler", "scheduler")

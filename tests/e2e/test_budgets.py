@@ -144,3 +144,15 @@ def test_receipts_per_hour_refuse_writes_not_reads_and_leave_no_receipt(budgeted
     after = s.ops.LedgerHead(ops_pb2.LedgerHeadRequest(),
                              timeout=10).length
     assert after == length + 1   # beta's receipt only
+
+
+def test_a_plan_costs_the_submissions_it_judges(budgeted):
+    # a Plan of many claims is a SubmitMany's decisions without the receipts: the same rate pays for it
+    s = budgeted(alpha="submits_per_s = 1")   # and a burst of ten seconds' worth
+    alpha = s.as_principal("alpha")
+    alpha.claims.Plan(claims_pb2.PlanRequest(claims=[
+        claims_pb2.SubmitRequest(claim_id=f"p{i}", tenant="alpha", estimate_uj=1) for i in range(10)]), timeout=10)
+    error = refusal(lambda: submit(alpha, "a1", "alpha"))
+    assert error.code() == EXHAUSTED and error.details().startswith("RATE_LIMITED: 'alpha' is over 1 submissions")
+    assert retry_after(error) > 0
+    assert submit(s.as_principal("beta"), "b1", "beta").claim_id == "b1"

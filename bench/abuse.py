@@ -1,0 +1,352 @@
+"""One tenant, one agent or one client cannot take the service from the others
+(issue 21): a soak against a real pool-scheduler over mutual TLS.
+
+Three honest tenants submit and release (each a Submit, then its Release, 10
+a second) and an honest agent streams windows (2 GPUs, 100 ms windows, a batch
+every 100 ms), first alone, then beside one abusive tenant and one compromised
+agent running every abuse of the issue at once:
+
+- never-reading Watches on a tenant with 20,000 claims, opened until refused;
+- Submit + Release, Progress and SubmitMany loops flat out (ledger growth);
+- Plan with 1,000 claims, List pages of 1,000, and malformed bytes, in loops;
+- an agent streaming 1 µs windows in batches of 10,000 as fast as it may.
+
+Printed: honest Submit p50/p99 alone and beside the abuser (target p99 ≤ 2×),
+honest errors (target 0), the scheduler's peak RSS in each phase (target: the
+abuse phase ≤ 300 MB above the honest one), the ledger bytes the abuser's two
+principals added (target: within their budgets, docs/OPERATIONS.md
+"Budgets"), and the windows the honest agent lost (target 0).
+
+The machine is shared: the ratios within one run are what count.
+
+Usage: .venv/bin/python bench/abuse.py [--seconds 60] [--honest-seconds 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import itertools
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import grpc
+
+from e2e import BIN, GPUS, WINDOW_NS, Pki, _free_port, _wait_serving, channel  # bench/e2e.py
+from protos.pool.v1 import agent_pb2, agent_pb2_grpc, claims_pb2, claims_pb2_grpc, types_pb2
+from scheduler.ctl import certs
+from scheduler.ledger import cose, keys
+from scheduler.ledger.receipts import read_core
+from scheduler.ledger.sqlite import SqliteStore
+
+HONEST = ("t1", "t2", "t3")
+EVIL, EVIL_HOST, HOST = "evil", "evil-host", "honest-host"
+STREAM = "/pool.v1.AgentService/Stream"
+BACKLOG = 5_000   # the abuser's claims, which its Watches would each hold in memory before issue 21
+T0 = time.time_ns() - 3_000 * 10**9   # where every host's windows start (seq 1), in both phases
+
+
+def config(workdir: Path, address: str, pki: Pki) -> str:
+    tree = "".join(f'\n[[tenants]]\nname = "{t}"\nparent = "root"\nguarantee_uj = {10**15}\nguarantee_mdev = 1000\n'
+                   for t in (*HONEST, EVIL))
+    tenants = "".join(f'\n[principals.{t}]\nrole = "tenant"\ntenants = ["{t}"]\n' for t in (*HONEST, EVIL))
+    return f"""
+[server]
+listen = "{address}"
+metrics = ""
+log_level = "warning"
+{pki.config()}
+[principals.{HOST}]
+role = "agent"
+[principals.{EVIL_HOST}]
+role = "agent"
+{tenants}
+[ledger]
+path = "{workdir / 'ledger.sqlite'}"
+steward_key = "{workdir / 'steward.key'}"
+
+[[tenants]]
+name = "root"
+guarantee_uj = {10**16}
+guarantee_mdev = 4000
+{tree}"""
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+class Phase:
+    def __init__(self) -> None:
+        self.latencies: list[float] = []
+        self.errors: list[str] = []
+        self.peak_rss = 0.0
+
+    def pct(self, q: float) -> float:
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000 if ordered else float("nan")
+
+
+async def honest_tenant(address: str, pki: Pki, tenant: str, phase: Phase, until: float, tag: str) -> None:
+    async with channel(address, pki, tenant) as ch:
+        stub = claims_pb2_grpc.ClaimsStub(ch)
+        for i in itertools.count():
+            if time.monotonic() > until:
+                return
+            claim_id = f"{tenant}-{tag}-{i}"
+            try:
+                start = time.perf_counter()
+                await stub.Submit(claims_pb2.SubmitRequest(claim_id=claim_id, tenant=tenant, estimate_uj=1,
+                                                           resources=types_pb2.Resources(cpu_millis=10)), timeout=30)
+                phase.latencies.append(time.perf_counter() - start)
+                await stub.Release(claims_pb2.ReleaseRequest(claim_id=claim_id), timeout=30)
+            except grpc.aio.AioRpcError as error:
+                phase.errors.append(f"{tenant}: {error.code().name} {error.details()}")
+            await asyncio.sleep(0.1)
+
+
+def windows(host: str, first_seq: int, count: int, t0: int, span_ns: int, uj: int) -> bytes:
+    out = []
+    for seq in range(first_seq, first_seq + count):
+        start = t0 + ((seq - 1) // GPUS) * span_ns
+        out.append(agent_pb2.Window(device_id=f"GPU-{host}-{(seq - 1) % GPUS}", seq=seq, start_ns=start,
+                                    end_ns=start + span_ns, uj=uj, grade=types_pb2.GRADE_HW_SHUNT,
+                                    shares=[types_pb2.Share(occupant="unallocated", uj=uj,
+                                                            grade=types_pb2.GRADE_HW_SHUNT)]))
+    return agent_pb2.AgentMessage(batch=agent_pb2.WindowBatch(windows=out)).SerializeToString()
+
+
+def registration(host: str) -> agent_pb2.RegisterRequest:
+    return agent_pb2.RegisterRequest(
+        host_id=host, window_ns=WINDOW_NS,
+        devices=[types_pb2.DeviceMeter(device_id=f"GPU-{host}-{g}", kind=types_pb2.GPU, device_type="NVIDIA H200",
+                                       meter=types_pb2.NVML_ENERGY, grade=types_pb2.GRADE_HW_SHUNT)
+                 for g in range(GPUS)],
+        capacity=types_pb2.Capacity(resources=types_pb2.Resources(cpu_millis=10**9, memory_mb=10**9,
+                                                                  disk_mb=10**9, gpu_mdev=1000 * GPUS)))
+
+
+class Agent:
+    """A host that streams `per_batch` windows of `span_ns` every `every_s` (0: as fast as it may)."""
+
+    def __init__(self, address: str, pki: Pki, host: str) -> None:
+        self.address, self.pki, self.host = address, pki, host
+        self.sent = self.acked = self.first = 0
+        self.errors: list[str] = []
+
+    async def run(self, until: float, per_batch: int, span_ns: int, uj: int, every_s: float) -> None:
+        async with channel(self.address, self.pki, self.host) as ch:
+            registered = await agent_pb2_grpc.AgentServiceStub(ch).Register(registration(self.host), timeout=30)
+            self.sent = self.acked = self.first = registered.acked_seq   # a host goes on above its last ack
+            t0 = T0
+            while time.monotonic() < until:
+                call = ch.stream_stream(STREAM, response_deserializer=agent_pb2.SchedulerMessage.FromString)()
+                reader = asyncio.create_task(self._read(call))
+                try:
+                    await call.write(agent_pb2.AgentMessage(hello=agent_pb2.Hello(host_id=self.host))
+                                     .SerializeToString())
+                    self.sent = max(self.sent, self.acked)   # resend above the last ack, as an agent does
+                    while time.monotonic() < until:
+                        await call.write(windows(self.host, self.sent + 1, per_batch, t0, span_ns, uj))
+                        self.sent += per_batch
+                        if every_s:
+                            await asyncio.sleep(every_s)
+                    deadline = time.monotonic() + 30
+                    while self.acked < self.sent and time.monotonic() < deadline and not reader.done():
+                        await asyncio.sleep(0.05)
+                    await call.done_writing()
+                except grpc.aio.AioRpcError as error:
+                    self.errors.append(f"{self.host}: {error.code().name} {error.details()}")
+                except asyncio.InvalidStateError:   # the scheduler ended the stream: its reader says why
+                    pass
+                finally:
+                    call.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, grpc.RpcError):
+                        await reader
+                if self.acked >= self.sent:
+                    return
+
+    async def _read(self, call) -> None:
+        try:
+            async for message in call:
+                if message.WhichOneof("body") == "ack":
+                    self.acked = max(self.acked, message.ack.acked_seq)
+        except grpc.aio.AioRpcError as error:
+            self.errors.append(f"{self.host} stream: {error.code().name} {(error.details() or '')[:120]}")
+
+
+async def abuser(address: str, pki: Pki, until: float, counts: dict[str, int]) -> None:
+    async with channel(address, pki, EVIL) as ch:
+        claims = claims_pb2_grpc.ClaimsStub(ch)
+
+        async def attempt(name: str, call) -> None:
+            try:
+                await call
+                counts[f"{name} ok"] = counts.get(f"{name} ok", 0) + 1
+            except grpc.aio.AioRpcError as error:
+                key = f"{name} {(error.details() or error.code().name).split(':')[0]}"
+                counts[key] = counts.get(key, 0) + 1
+
+        began = time.monotonic()
+        watches = []
+        for _ in range(200):   # never-reading Watches, until refused
+            call = claims.Watch(claims_pb2.WatchRequest(tenant=EVIL), timeout=3600)
+            watches.append(call)
+            try:
+                await asyncio.wait_for(call.read(), 1)
+            except grpc.aio.AioRpcError:
+                break   # PRINCIPAL_LIMIT: its streams are all open
+            except (asyncio.TimeoutError, StopAsyncIteration):
+                pass
+        counts["watches opened"] = sum(1 for w in watches if not w.done())
+        counts["s to open them"] = round(time.monotonic() - began, 1)
+
+        async def loop(name: str, make) -> None:
+            for i in itertools.count():
+                if time.monotonic() > until:
+                    return
+                await attempt(name, make(i))
+
+        def submit_release(i: int):
+            async def both() -> None:
+                await claims.Submit(claims_pb2.SubmitRequest(claim_id=f"x-{i}", tenant=EVIL, estimate_uj=1,
+                                                             resources=types_pb2.Resources(cpu_millis=1)), timeout=30)
+                await claims.Release(claims_pb2.ReleaseRequest(claim_id=f"x-{i}"), timeout=30)
+            return both()
+
+        truncated = claims_pb2.SubmitRequest(claim_id="m", tenant=EVIL, estimate_uj=1).SerializeToString()[:-3]
+        raw_submit = ch.unary_unary("/pool.v1.Claims/Submit")
+        loops = [
+            loop("submit+release", submit_release),
+            loop("progress", lambda i: claims.Progress(claims_pb2.ProgressRequest(claim_id="e-0", completed_units=i + 1),
+                                                       timeout=30)),
+            loop("submit-many", lambda i: claims.SubmitMany(claims_pb2.SubmitManyRequest(claims=[
+                claims_pb2.SubmitRequest(claim_id=f"m-{i}-{j}", tenant=EVIL, estimate_uj=1) for j in range(100)]),
+                timeout=30)),
+            loop("plan", lambda i: claims.Plan(claims_pb2.PlanRequest(claims=[
+                claims_pb2.SubmitRequest(claim_id=f"p-{j}", tenant=EVIL, estimate_uj=1) for j in range(1000)]),
+                timeout=30)),
+            loop("list", lambda i: claims.List(claims_pb2.ListClaimsRequest(tenant=EVIL, page_size=1000), timeout=30)),
+            loop("malformed", lambda i: raw_submit(truncated, timeout=30)),
+        ]
+        await asyncio.gather(*loops, loop("submit+release", submit_release), loop("submit+release", submit_release))
+        for call in watches:
+            call.cancel()
+
+
+async def phase(address: str, pki: Pki, pid: int, seconds: float, tag: str, abuse: str
+                ) -> tuple[Phase, Agent, dict[str, int], Agent | None]:
+    result, counts = Phase(), {}
+    until = time.monotonic() + seconds
+    honest_agent = Agent(address, pki, HOST)
+    evil_agent = Agent(address, pki, EVIL_HOST)
+
+    async def sample() -> None:
+        while time.monotonic() < until:
+            result.peak_rss = max(result.peak_rss, rss_mb(pid))
+            await asyncio.sleep(0.5)
+
+    work = [sample(), honest_agent.run(until, GPUS, WINDOW_NS, 10_000_000, 0.1),
+            *(honest_tenant(address, pki, t, result, until, tag) for t in HONEST)]
+    if abuse in ("all", "tenant"):
+        work.append(abuser(address, pki, until, counts))
+    if abuse in ("all", "agent"):   # 1 µs windows as fast as it may
+        work.append(evil_agent.run(until, 1_000, 1_000, 1, 0))
+    else:   # the same agent, behaving: its host stays live
+        work.append(evil_agent.run(until, GPUS, WINDOW_NS, 10_000_000, 0.1))
+    await asyncio.gather(*work)
+    return result, honest_agent, counts, evil_agent
+
+
+async def backlog(address: str, pki: Pki) -> None:
+    """The abuser's tenant holds BACKLOG claims before either phase (submitted by the operator,
+    untimed): the state every phase runs on, and what each of its Watches would have held. The
+    hosts register and stream first (a host is live from its first counted batch), so that each
+    claim is decided as it comes."""
+    until = time.monotonic() + 2   # a host is live from its first counted batch
+    await asyncio.gather(*(Agent(address, pki, host).run(until, GPUS, WINDOW_NS, 10_000_000, 0.1)
+                           for host in (HOST, EVIL_HOST)))
+    async with channel(address, pki, "operator") as ch:
+        claims = claims_pb2_grpc.ClaimsStub(ch)
+        for at in range(0, BACKLOG, 1000):
+            await claims.SubmitMany(claims_pb2.SubmitManyRequest(claims=[
+                claims_pb2.SubmitRequest(claim_id=f"e-{i}", tenant=EVIL, estimate_uj=1,
+                                         resources=types_pb2.Resources(cpu_millis=1)) for i in range(at, at + 1000)]),
+                timeout=300)
+
+
+def ledger_bytes_by(path: Path, actors: set[str], start: int) -> tuple[int, int]:
+    """Receipts from `start` on whose actor is one of `actors`: (count, bytes)."""
+    store = SqliteStore(path)
+    count = size = 0
+    try:
+        for raw in store.read(start):
+            entry, _ = read_core(cose.parse_whole(raw).payload)
+            if entry.actor in actors:
+                count, size = count + 1, size + len(raw)
+    finally:
+        store.close()
+    return count, size
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=60.0, help="the abuse phase (≥ 60 for the issue's soak)")
+    parser.add_argument("--honest-seconds", type=float, default=20.0)
+    parser.add_argument("--abuse", choices=("all", "tenant", "agent"), default="all",
+                        help="which abusers run beside the honest load (all: the soak)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="pool-abuse-") as tmp:
+        workdir = Path(tmp)
+        pki = Pki(workdir / "pki", 0)
+        for name in (*HONEST, EVIL, HOST, EVIL_HOST):
+            certs.make_client(pki.dir, name)
+        keys.write_pair(keys.generate(), workdir / "steward")
+        address = f"127.0.0.1:{_free_port()}"
+        (workdir / "scheduler.toml").write_text(config(workdir, address, pki))
+        log = open(workdir / "scheduler.log", "a")
+        profile = ["-m", "cProfile", "-o", os.environ["POOL_PROFILE"]] if os.environ.get("POOL_PROFILE") else []
+        process = subprocess.Popen([sys.executable, *profile, str(BIN / "pool-scheduler"), "--config",
+                                    str(workdir / "scheduler.toml")], stdout=log, stderr=log)
+        try:
+            _wait_serving(address, process, workdir, pki)
+            asyncio.run(backlog(address, pki))
+            alone, agent_alone, _, _ = asyncio.run(phase(address, pki, process.pid, args.honest_seconds, "a", ""))
+            before = SqliteStore(workdir / "ledger.sqlite")
+            start = before.length()
+            before.close()
+            abused, agent_abused, counts, evil_agent = asyncio.run(
+                phase(address, pki, process.pid, args.seconds, "b", args.abuse))
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+            log.close()
+        receipts, size = ledger_bytes_by(workdir / "ledger.sqlite", {EVIL, EVIL_HOST}, start)
+        lost = (agent_alone.sent - agent_alone.acked) + (agent_abused.sent - agent_abused.acked)
+        print(f"honest Submit p50/p99, alone:          {alone.pct(0.5):7.1f} / {alone.pct(0.99):7.1f} ms "
+              f"({len(alone.latencies)} calls, {args.honest_seconds:g} s)")
+        print(f"honest Submit p50/p99, beside abuser:  {abused.pct(0.5):7.1f} / {abused.pct(0.99):7.1f} ms "
+              f"({len(abused.latencies)} calls, {args.seconds:g} s); p99 ratio "
+              f"{abused.pct(0.99) / alone.pct(0.99):.2f}x (target <= 2x)")
+        errors = alone.errors + abused.errors + agent_alone.errors + agent_abused.errors
+        print(f"honest errors: {len(errors)} (target 0){': ' + '; '.join(errors[:5]) if errors else ''}")
+        print(f"scheduler peak RSS: honest {alone.peak_rss:.0f} MB, beside abuser {abused.peak_rss:.0f} MB "
+              f"(+{abused.peak_rss - alone.peak_rss:.0f} MB, target <= +300)")
+        print(f"ledger the abuser added: {receipts} receipts, {size / 1e6:.1f} MB in {args.seconds:g} s "
+              f"(budgets: tenant 360,000 and agent 36,000 receipts an hour)")
+        print(f"windows the honest agent lost: {lost} (target 0); it sent {agent_abused.sent - agent_abused.first}, "
+              f"the compromised agent had {evil_agent.acked - evil_agent.first} acknowledged")
+        print("abuser's calls: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+        print("the compromised agent's streams ended: " + "; ".join(sorted(set(e[:100] for e in evil_agent.errors))[:3]))
+
+
+if __name__ == "__main__":
+    main()
