@@ -113,12 +113,17 @@ async def honest_tenant(address: str, pki: Pki, tenant: str, phase: Phase, until
             await asyncio.sleep(0.1)
 
 
+CLOCK: dict[str, int] = {}   # device -> where its next window starts (a host's windows go on across phases)
+
+
 def windows(host: str, first_seq: int, count: int, t0: int, span_ns: int, uj: int) -> bytes:
     out = []
     for seq in range(first_seq, first_seq + count):
-        start = t0 + ((seq - 1) // GPUS) * span_ns
-        out.append(agent_pb2.Window(device_id=f"GPU-{host}-{(seq - 1) % GPUS}", seq=seq, start_ns=start,
-                                    end_ns=start + span_ns, uj=uj, grade=types_pb2.GRADE_HW_SHUNT,
+        device = f"GPU-{host}-{(seq - 1) % GPUS}"
+        start = CLOCK.get(device, t0)
+        CLOCK[device] = start + span_ns
+        out.append(agent_pb2.Window(device_id=device, seq=seq, start_ns=start, end_ns=start + span_ns, uj=uj,
+                                    grade=types_pb2.GRADE_HW_SHUNT,
                                     shares=[types_pb2.Share(occupant="unallocated", uj=uj,
                                                             grade=types_pb2.GRADE_HW_SHUNT)]))
     return agent_pb2.AgentMessage(batch=agent_pb2.WindowBatch(windows=out)).SerializeToString()
