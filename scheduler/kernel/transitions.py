@@ -1,10 +1,14 @@
 """The one state transition: `apply(state, event) -> state`, pure. It keeps
 the derived indexes (usage roll-ups, worker loads, the free index, gangs,
-open claims per tenant) up to date incrementally; `rebuild` recomputes them
-from the claims and is what a config change or a new period uses.
+admitted claims per tenant) up to date incrementally; `rebuild` recomputes
+them from the claims and is what a config change or a new period uses.
+`Batch` applies a run of events as one edit batch (fast/edit.py).
 
 An event that cannot apply (unknown claim, wrong state) raises EventError: a
 ledger that contains one is corrupt, and the decision functions never make one.
+
+(Over 300 lines on purpose: one handler per event kind beside `rebuild`,
+the plain recomputation every handler must agree with, in one file.)
 """
 
 from __future__ import annotations
