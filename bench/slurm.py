@@ -38,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "slurm"))
 sys.path.insert(0, str(ROOT))
-import cluster as slurm_cluster   # noqa: E402  (tests/slurm/cluster.py)
+from slurm_e2e import slurm_cluster   # noqa: E402  (tests/slurm/cluster.py)
 
 TREE = """
 [[tenants]]
@@ -75,7 +75,7 @@ def pct(values: list[float], q: float) -> float:
 
 class Bench:
     def __init__(self, workdir: Path) -> None:
-        e2e = _load("pool_e2e_conftest", ROOT / "tests" / "e2e" / "conftest.py")
+        from slurm_e2e import e2e
         harness = _load("pool_slurm_conftest", ROOT / "tests" / "slurm" / "conftest.py")
         self.dir = workdir
         self.scheduler = e2e.Scheduler(workdir, TREE, hosts=("node1", "node2")).start()

@@ -6,7 +6,6 @@ Without Slurm, munge or root the tests here are skipped, saying how to run them
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -14,12 +13,8 @@ import pytest
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
-import cluster as slurm_cluster   # noqa: E402
+from slurm_e2e import e2e, slurm_cluster   # noqa: E402  (the e2e harness and cluster.py, loaded by path)
 
-# The e2e fixtures (cluster, harness) and helpers, loaded by path: importlib mode cannot import a conftest.
-_spec = importlib.util.spec_from_file_location("pool_e2e_conftest", HERE.parent / "e2e" / "conftest.py")
-e2e = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(e2e)
 cluster = e2e.cluster
 harness = e2e.harness
 

@@ -1,7 +1,7 @@
 """Pool governs the real test cluster: each Done-when point of issue 20 on
 real Slurm daemons, a real pool-scheduler and the pool-slurm bridge."""
 
-from conftest import e2e
+from slurm_e2e import e2e
 from protos.pool.v1 import claims_pb2, ops_pb2, types_pb2
 
 wait_for = e2e.wait_for

@@ -3,7 +3,7 @@ the GPUs it asked for, and stop leaves no daemon behind."""
 
 import subprocess
 
-from conftest import e2e, slurm_cluster
+from slurm_e2e import e2e, slurm_cluster
 
 
 def test_a_gpu_job_runs_on_the_test_cluster_and_stop_ends_every_daemon(slurm, tmp_path):

@@ -3,7 +3,7 @@ that says what to fix; the bridge or pool-scheduler killed mid-run; Pool
 unreachable, fail-closed by default and fail-open by option. Throughout, no
 job starts without an admitted claim."""
 
-from conftest import e2e
+from slurm_e2e import e2e
 from protos.pool.v1 import claims_pb2, types_pb2
 
 wait_for = e2e.wait_for
