@@ -40,6 +40,18 @@ def test_pool_binds_a_claim_to_the_gpus_slurm_gave_its_job_moving_an_unbound_one
     assert list(moved.devices_mdev) == ["node1-gpu1"] and not moved.bound
     explained = g.scheduler.ops.Explain(ops_pb2.ExplainRequest(claim_id=claim.claim_id), timeout=10)
     assert explained.bound and list(explained.devices_mdev) == ["node1-gpu0"]
+    # Claims.Bind by hand: a device bound to the job's claim is refused; a dry run records nothing
+    import grpc
+    try:
+        g.scheduler.claims.Bind(claims_pb2.BindRequest(claim_id="outside", device_ids=["node1-gpu0"]), timeout=10)
+        raise AssertionError("bound onto a device another claim's job runs on")
+    except grpc.RpcError as error:
+        assert error.code() == grpc.StatusCode.FAILED_PRECONDITION and error.details().startswith("BIND_CONFLICT: ")
+    dry = g.scheduler.claims.Bind(claims_pb2.BindRequest(claim_id="outside", device_ids=["node1-gpu5"],
+                                                         dry_run=True), timeout=10)
+    assert dry.bound and list(dry.devices_mdev) == ["node1-gpu5"] and dry.ledger_seq == 0
+    after = g.scheduler.claims.Get(claims_pb2.GetClaimRequest(claim_id="outside"), timeout=10)
+    assert list(after.devices_mdev) == ["node1-gpu1"] and not after.bound
     finish(g, "job")
 
 
