@@ -9,15 +9,22 @@ it was."""
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+
 import grpc
 import pytest
 from google.protobuf import descriptor_pool, message_factory
 from google.protobuf.descriptor import FieldDescriptor as F
 from grpc_health.v1 import health_pb2  # noqa: F401 - registers grpc.health.v1 in the default pool
 
-from protos.pool.v1 import agent_pb2, claims_pb2, ops_pb2, types_pb2  # noqa: F401 - the same, for pool.v1
+import protos.pool.v1
+from protos.pool.v1 import claims_pb2, ops_pb2, types_pb2
 from scheduler.service.authz import TABLE
 
+for _module in pkgutil.iter_modules(protos.pool.v1.__path__):   # every pool.v1 service, in the default pool
+    if _module.name.endswith("_pb2"):
+        importlib.import_module(f"protos.pool.v1.{_module.name}")
 CODES = set(types_pb2.ErrorCode.keys())
 NEVER = {grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL, grpc.StatusCode.CANCELLED}
 DEPTH = 200_000
