@@ -231,6 +231,11 @@ class Cluster:
         order = [name for name in pids if name != "munged"] + (["munged"] if "munged" in pids else [])
         for name in order:
             _terminate(pids[name])
+        # A job step's slurmstepd outlives the slurmd that forked it (it is reparented to
+        # init) and would run its batch script on after the cluster is gone; each one runs
+        # in a directory of this cluster, which is how it is found.
+        for pid in _running_in(self.dir):
+            _terminate(pid, grace=2)
 
     def remove(self) -> None:
         self.stop()
@@ -254,6 +259,21 @@ def _alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
     except (OSError, IndexError):
         return False
+
+
+def _running_in(root: Path) -> list[int]:
+    """The processes whose working directory is inside `root` (Linux's /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cwd = os.readlink(entry / "cwd")
+        except OSError:
+            continue
+        if cwd == str(root) or cwd.startswith(f"{root}/"):
+            found.append(int(entry.name))
+    return found
 
 
 def _terminate(pid: int, grace: float = 10) -> None:
