@@ -4,6 +4,7 @@ options, building a request from keywords, and Watch's resume bookkeeping."""
 from __future__ import annotations
 
 import os
+import time
 from typing import Any, NamedTuple
 
 # Before grpc is first imported: gRPC core writes no log lines of its own to stderr
@@ -15,7 +16,9 @@ import grpc  # noqa: E402
 
 from pool_client import config as _config  # noqa: E402
 from pool_client.calls import Rpc  # noqa: E402
-from pool_client.failover import addresses as _addresses  # noqa: E402
+from pool_client.diagnose import cause as _cause, permanent  # noqa: E402
+from pool_client.errors import Unreachable, from_rpc_error  # noqa: E402
+from pool_client.failover import Sent, Targets, addresses as _addresses, connect_failure, sent  # noqa: E402
 from protos.pool.v1 import claims_pb2, ops_pb2  # noqa: E402
 
 DEFAULT_DEADLINE_S = 30.0      # a call's whole budget, failovers included, unless timeout= says otherwise
@@ -167,3 +170,65 @@ class Resume:
         resumed = _copy(self.request)
         resumed.resume_from = self.position
         return resumed
+
+
+def context_values(name: str | None, overrides: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The scheduler address and keyword arguments of a client made from the
+    configuration file's context `name`, keyword arguments overriding it."""
+    context = _config.context(name)
+    values = {"scheduler": context.scheduler, "ca": context.ca, "cert": context.cert, "key": context.key,
+              "tenant": context.tenant, "timeout": context.timeout}
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    if not values["scheduler"]:
+        raise _config.ConfigError(f"context {context.name or '(none)'}: no scheduler address")
+    return values.pop("scheduler"), values
+
+
+class Reach:
+    """What a client knows of reaching its schedulers, shared by the blocking and the
+    asyncio client: which address to try (Targets), whether any scheduler has
+    answered yet, and which addresses failed in a way no retry mends. The clients
+    do the I/O and the waiting; every decision about a failed attempt is here."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.targets = Targets(settings.addresses)
+        self.reached = False      # some scheduler has answered on this client
+        self.broken: set[str] = set()   # addresses whose last failure was a TLS set-up no retry mends
+
+    def answered(self) -> None:
+        self.targets.succeeded()
+        self.reached = True
+        self.broken.clear()
+
+    def give_up(self, error: grpc.RpcError, address: str, waited: float) -> None:
+        """Raise Unreachable once no scheduler can be reached: the connect timeout
+        passed without one answering, or every address failed in a way that trying
+        again will not mend (TLS set up wrongly on one side)."""
+        if not connect_failure(error):
+            self.broken.clear()
+            return
+        if permanent(error):
+            self.broken.add(address)
+        else:
+            self.broken.discard(address)
+        if self.broken >= set(self.targets.addresses) or (not self.reached and waited >= self.settings.connect_timeout):
+            raise Unreachable(_cause(error, address, self.settings), status=error.code()) from None
+
+    def retry(self, error: grpc.RpcError, address: str, start: float, deadline: float,
+              resends: bool, resent: bool) -> tuple[float, bool]:
+        """After a failed unary attempt: raise what the caller gets, or return how long
+        to wait before sending again and whether an unknown outcome has now been
+        resent. `resends`: the call is safe to send again after an unknown outcome
+        (calls.py); a call that never ran is always sent again."""
+        kind = sent(error)
+        if kind is Sent.ANSWERED:
+            self.reached = True
+            raise from_rpc_error(error) from None
+        if kind is Sent.UNKNOWN and not resends:
+            raise from_rpc_error(error, unknown=True) from None
+        now = time.monotonic()
+        self.give_up(error, address, now - start)
+        if now >= deadline:
+            raise from_rpc_error(error, unknown=resent or kind is Sent.UNKNOWN) from None
+        return min(self.targets.failed(error), max(0.0, deadline - now)), resent or kind is Sent.UNKNOWN

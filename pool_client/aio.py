@@ -19,12 +19,11 @@ from typing import Any
 import grpc
 import grpc.aio
 
-from pool_client import _common, config as _config
+from pool_client import _common
 from pool_client._common import RESUME_FROM_KEY, Resume, request as _request
 from pool_client.calls import BY_METHOD, Rpc
-from pool_client.diagnose import cause as _cause, permanent
-from pool_client.errors import Unreachable, from_rpc_error
-from pool_client.failover import Sent, Targets, connect_failure, sent, trailing
+from pool_client.errors import from_rpc_error
+from pool_client.failover import Sent, sent, trailing
 from protos.pool.v1 import claims_pb2, claims_pb2_grpc, ops_pb2, ops_pb2_grpc
 
 class Client:
@@ -34,20 +33,14 @@ class Client:
                  key: str | None = None, tenant: str | None = None, timeout: float | None = None,
                  deadline: float | None = None, options: tuple = ()) -> None:
         self.settings = _common.settings(scheduler, ca, cert, key, tenant, timeout, deadline, options)
-        self.targets = Targets(self.settings.addresses)
+        self.reach = _common.Reach(self.settings)
+        self.targets = self.reach.targets
         self._stubs: dict[str, tuple[grpc.aio.Channel, Any, Any]] = {}
-        self._reached = False
-        self._broken: set[str] = set()
 
     @classmethod
     def from_context(cls, name: str | None = None, **overrides: Any) -> Client:
-        context = _config.context(name)
-        values = {"scheduler": context.scheduler, "ca": context.ca, "cert": context.cert, "key": context.key,
-                  "tenant": context.tenant, "timeout": context.timeout}
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        if not values["scheduler"]:
-            raise _config.ConfigError(f"context {context.name or '(none)'}: no scheduler address")
-        return cls(values.pop("scheduler"), **values)
+        scheduler, values = _common.context_values(name, overrides)
+        return cls(scheduler, **values)
 
     def _stub(self, address: str, service: str) -> Any:
         if address not in self._stubs:
@@ -57,17 +50,6 @@ class Client:
             self._stubs[address] = (channel, claims_pb2_grpc.ClaimsStub(channel), ops_pb2_grpc.OperationsStub(channel))
         _, claims, ops = self._stubs[address]
         return claims if service == "Claims" else ops
-
-    def _give_up(self, error: grpc.RpcError, address: str, waited: float) -> None:
-        if not connect_failure(error):
-            self._broken.clear()
-            return
-        if permanent(error):
-            self._broken.add(address)
-        else:
-            self._broken.discard(address)
-        if self._broken >= set(self.targets.addresses) or (not self._reached and waited >= self.settings.connect_timeout):
-            raise Unreachable(_cause(error, address, self.settings), status=error.code()) from None
 
     async def call(self, rpc: Rpc, request: Any, timeout: float | None = None) -> Any:
         """As pool_client.Client.call."""
@@ -82,22 +64,10 @@ class Client:
                 answer = await getattr(self._stub(address, rpc.service), rpc.name)(
                     request, timeout=max(0.001, deadline - time.monotonic()))
             except grpc.RpcError as error:
-                kind = sent(error)
-                if kind is Sent.ANSWERED:
-                    self._reached = True
-                    raise from_rpc_error(error) from None
-                if kind is Sent.UNKNOWN and not rpc.resends(request):
-                    raise from_rpc_error(error, unknown=True) from None
-                now = time.monotonic()
-                self._give_up(error, address, now - start)
-                if now >= deadline:
-                    raise from_rpc_error(error, unknown=resent or kind is Sent.UNKNOWN) from None
-                resent = resent or kind is Sent.UNKNOWN
-                await asyncio.sleep(min(self.targets.failed(error), max(0.0, deadline - now)))
+                wait, resent = self.reach.retry(error, address, start, deadline, rpc.resends(request), resent)
+                await asyncio.sleep(wait)
                 continue
-            self.targets.succeeded()
-            self._reached = True
-            self._broken.clear()
+            self.reach.answered()
             return answer
 
     async def _unary(self, method: str, given: Any, fields: dict[str, Any], timeout: float | None) -> Any:
@@ -173,7 +143,7 @@ class Client:
             try:
                 async for event in stream:
                     self.targets.succeeded()
-                    self._reached = True
+                    self.reach.reached = True
                     if resume.fresh(event):
                         yield event
                 return
@@ -184,7 +154,7 @@ class Client:
                     raise from_rpc_error(error) from None
                 if lagged:
                     resume.lagged(trailing(error, RESUME_FROM_KEY))
-                self._give_up(error, address, time.monotonic() - start)
+                self.reach.give_up(error, address, time.monotonic() - start)
                 await asyncio.sleep(0 if lagged else self.targets.failed(error))
             finally:
                 stream.cancel()
@@ -241,14 +211,14 @@ class Client:
                 if sent(error) is Sent.ANSWERED:
                     raise from_rpc_error(error) from None
                 now = time.monotonic()
-                self._give_up(error, address, now - start)
+                self.reach.give_up(error, address, now - start)
                 if now >= deadline:
                     raise from_rpc_error(error) from None
                 await asyncio.sleep(min(self.targets.failed(error), max(0.0, deadline - now)))
                 continue
             break
         self.targets.succeeded()
-        self._reached = True
+        self.reach.reached = True
         if head is grpc.aio.EOF:
             return
         yield head

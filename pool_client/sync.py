@@ -18,12 +18,11 @@ from typing import Any
 
 import grpc
 
-from pool_client import _common, config as _config
+from pool_client import _common
 from pool_client._common import RESUME_FROM_KEY, Resume, request as _request
 from pool_client.calls import BY_METHOD, Rpc
-from pool_client.diagnose import cause as _cause, permanent
-from pool_client.errors import Unreachable, from_rpc_error
-from pool_client.failover import Sent, Targets, connect_failure, sent, trailing
+from pool_client.errors import from_rpc_error
+from pool_client.failover import Sent, sent, trailing
 from protos.pool.v1 import claims_pb2, claims_pb2_grpc, ops_pb2, ops_pb2_grpc
 
 class Client:
@@ -39,22 +38,16 @@ class Client:
                  key: str | None = None, tenant: str | None = None, timeout: float | None = None,
                  deadline: float | None = None, options: tuple = ()) -> None:
         self.settings = _common.settings(scheduler, ca, cert, key, tenant, timeout, deadline, options)
-        self.targets = Targets(self.settings.addresses)
+        self.reach = _common.Reach(self.settings)
+        self.targets = self.reach.targets
         self._stubs: dict[str, tuple[grpc.Channel, Any, Any]] = {}
-        self._reached = False   # some scheduler has answered on this client
-        self._broken: set[str] = set()   # addresses whose last failure was a TLS set-up no retry mends
 
     @classmethod
     def from_context(cls, name: str | None = None, **overrides: Any) -> Client:
         """A client from the configuration file's context `name` (else $POOL_CONTEXT,
         else the current context); keyword arguments override the context's values."""
-        context = _config.context(name)
-        values = {"scheduler": context.scheduler, "ca": context.ca, "cert": context.cert, "key": context.key,
-                  "tenant": context.tenant, "timeout": context.timeout}
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        if not values["scheduler"]:
-            raise _config.ConfigError(f"context {context.name or '(none)'}: no scheduler address")
-        return cls(values.pop("scheduler"), **values)
+        scheduler, values = _common.context_values(name, overrides)
+        return cls(scheduler, **values)
 
     # -- the machinery ---------------------------------------------------------------
     def _stub(self, address: str, service: str) -> Any:
@@ -80,37 +73,11 @@ class Client:
                 answer = getattr(self._stub(address, rpc.service), rpc.name)(
                     request, timeout=max(0.001, deadline - time.monotonic()))
             except grpc.RpcError as error:
-                kind = sent(error)
-                if kind is Sent.ANSWERED:
-                    self._reached = True
-                    raise from_rpc_error(error) from None
-                if kind is Sent.UNKNOWN and not rpc.resends(request):
-                    raise from_rpc_error(error, unknown=True) from None
-                now = time.monotonic()
-                self._give_up(error, address, now - start)
-                if now >= deadline:
-                    raise from_rpc_error(error, unknown=resent or kind is Sent.UNKNOWN) from None
-                resent = resent or kind is Sent.UNKNOWN
-                time.sleep(min(self.targets.failed(error), max(0.0, deadline - now)))
+                wait, resent = self.reach.retry(error, address, start, deadline, rpc.resends(request), resent)
+                time.sleep(wait)
                 continue
-            self.targets.succeeded()
-            self._reached = True
-            self._broken.clear()
+            self.reach.answered()
             return answer
-
-    def _give_up(self, error: grpc.RpcError, address: str, waited: float) -> None:
-        """Raise Unreachable once no scheduler can be reached: the connect timeout
-        passed without one answering, or every address failed in a way that trying
-        again will not mend (TLS set up wrongly on one side)."""
-        if not connect_failure(error):
-            self._broken.clear()
-            return
-        if permanent(error):
-            self._broken.add(address)
-        else:
-            self._broken.discard(address)
-        if self._broken >= set(self.targets.addresses) or (not self._reached and waited >= self.settings.connect_timeout):
-            raise Unreachable(_cause(error, address, self.settings), status=error.code()) from None
 
     def _unary(self, method: str, given: Any, fields: dict[str, Any], timeout: float | None) -> Any:
         rpc = BY_METHOD[method]
@@ -188,7 +155,7 @@ class Client:
             try:
                 for event in stream:
                     self.targets.succeeded()
-                    self._reached = True
+                    self.reach.reached = True
                     if resume.fresh(event):
                         yield event
                 return
@@ -199,7 +166,7 @@ class Client:
                     raise from_rpc_error(error) from None
                 if lagged:
                     resume.lagged(trailing(error, RESUME_FROM_KEY))
-                self._give_up(error, address, time.monotonic() - start)
+                self.reach.give_up(error, address, time.monotonic() - start)
                 time.sleep(0 if lagged else self.targets.failed(error))
             finally:
                 stream.cancel()
@@ -268,13 +235,13 @@ class Client:
                 if sent(error) is Sent.ANSWERED:
                     raise from_rpc_error(error) from None
                 now = time.monotonic()
-                self._give_up(error, address, now - start)
+                self.reach.give_up(error, address, now - start)
                 if now >= deadline:
                     raise from_rpc_error(error) from None
                 time.sleep(min(self.targets.failed(error), max(0.0, deadline - now)))
                 continue
             self.targets.succeeded()
-            self._reached = True
+            self.reach.reached = True
             return result
 
     def record_witness(self, request: ops_pb2.RecordWitnessRequest | None = None, /, *,
