@@ -18,7 +18,7 @@ from grpc_health.v1 import health_pb2
 
 from protos.failover import LEADER_KEY, Targets, addresses
 from protos.pool.v1 import claims_pb2, claims_pb2_grpc, types_pb2
-from scheduler.ctl.failover import FailoverChannel
+from pool_client.channel import FailoverChannel
 from scheduler.ledger.stores import open_store
 from scheduler.ledger.verify import verify
 from scheduler.service.windows.batch import WINDOWS, windows_from_body
