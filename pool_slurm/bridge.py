@@ -27,7 +27,7 @@ from protos.pool.v1 import claims_pb2, types_pb2
 
 from pool_slurm import jobs as J
 from pool_slurm.config import Config
-from pool_slurm.pool import Pool, PoolError
+from pool_slurm.pool import Pool, PoolError, unreachable
 from pool_slurm.slurm import STARTED, Slurm, SlurmError
 
 log = logging.getLogger("pool_slurm.bridge")
@@ -67,7 +67,7 @@ class Bridge:
             claims = self.pool.open_claims(self.prefix)
             workers = self.pool.workers()
         except PoolError as exc:
-            if exc.code != "UNREACHABLE":
+            if not unreachable(exc):
                 raise
             self._unreachable(slurm_jobs, exc)
             return

@@ -44,7 +44,7 @@ class Gate:
 
     def __init__(self, config, pool) -> None:
         from pool_slurm.hooks import may_start
-        from pool_slurm.pool import PoolError
+        from pool_slurm.pool import PoolError, unreachable
         path = Path(config.socket)
         path.parent.mkdir(parents=True, exist_ok=True)
         if path.exists():
@@ -58,7 +58,7 @@ class Gate:
                     why = may_start(pool, config, request["job"], nodes, request.get("admin_comment", ""))
                     answer = {"ok": why is None, "why": why or ""}
                 except PoolError as exc:
-                    answer = {"ok": False, "why": f"UNREACHABLE: {exc}" if exc.code == "UNREACHABLE"
+                    answer = {"ok": False, "why": f"UNREACHABLE: {exc}" if unreachable(exc)
                               else f"Pool could not confirm an admission ({exc})"}
                 except (ValueError, KeyError, TypeError) as exc:
                     answer = {"ok": False, "why": f"a request the bridge cannot read ({exc})"}

@@ -89,7 +89,7 @@ def prolog(config) -> int:
 
 
 def _ask_pool(config, key: str, detail) -> tuple[bool, str]:
-    from pool_slurm.pool import Pool, PoolError
+    from pool_slurm.pool import Pool, PoolError, unreachable
     try:
         pool = Pool(config)
         try:
@@ -97,7 +97,7 @@ def _ask_pool(config, key: str, detail) -> tuple[bool, str]:
         finally:
             pool.close()
     except PoolError as exc:
-        return False, f"UNREACHABLE: {exc}" if exc.code == "UNREACHABLE" else \
+        return False, f"UNREACHABLE: {exc}" if unreachable(exc) else \
             f"Pool could not confirm an admission ({exc})"
     return why is None, why or ""
 

@@ -1,93 +1,70 @@
 """Pool's side: the claims and operations calls the bridge and its hooks make,
-over mutual TLS as the bridge's principal (an operator). One home for the
-wire, so the switch to pool_client is one file."""
+through the client library (pool_client: failover to the leader a standby
+names, resending where the outcomes table says it is safe, deadlines, one
+error class per refusal code), over mutual TLS as the bridge's principal (an
+operator). What is the bridge's own lives here: claims found by id prefix,
+SubmitMany in chunks, Slurm's GPU indices turned into device ids, a claim's
+energy as Splits reports it."""
 
 from __future__ import annotations
 
-import grpc
-
+from pool_client import Client
+from pool_client.errors import BindConflict, ClaimNotOpen, PoolError, TransportError, UnknownClaim
 from protos.energy import Grade, worst
-from protos.pool.v1 import claims_pb2, claims_pb2_grpc, ops_pb2, ops_pb2_grpc, types_pb2
+from protos.pool.v1 import claims_pb2, ops_pb2, types_pb2
 
 from pool_slurm.config import Config
+
+__all__ = ["Pool", "PoolError", "unreachable"]
 
 OPEN = (types_pb2.PENDING, types_pb2.ADMITTED)
 
 
-class PoolError(RuntimeError):
-    """A call Pool refused (code: its stable error code) or could not be reached (code UNREACHABLE)."""
-
-    def __init__(self, code: str, text: str) -> None:
-        super().__init__(f"{code}: {text}")
-        self.code = code
-
-
-def _error(exc: grpc.RpcError) -> PoolError:
-    details = exc.details() or ""
-    if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-        return PoolError("UNREACHABLE", f"{exc.code().name}: {details}")
-    code, _, text = details.partition(": ")
-    return PoolError(code if code.isupper() else exc.code().name, text or details)
+def unreachable(exc: PoolError) -> bool:
+    """Pool did not answer (no scheduler reached within the deadline, the connection lost):
+    no refusal code of Pool's, so the bridge's fail-closed/fail-open policy applies."""
+    return isinstance(exc, TransportError)
 
 
 class Pool:
     def __init__(self, config: Config) -> None:
         self.config = config
-        self.timeout = config.timeout_s
-        if config.ca is None:
-            self.channel = grpc.insecure_channel(config.scheduler)
-        else:
-            credentials = grpc.ssl_channel_credentials(config.ca.read_bytes(), config.key.read_bytes(),
-                                                       config.cert.read_bytes())
-            self.channel = grpc.secure_channel(config.scheduler, credentials)
-        self.claims = claims_pb2_grpc.ClaimsStub(self.channel)
-        self.ops = ops_pb2_grpc.OperationsStub(self.channel)
+        tls = {"ca": str(config.ca), "cert": str(config.cert), "key": str(config.key)} if config.ca else {}
+        # timeout: reaching a scheduler at all; deadline: each call's whole budget, failovers included
+        self.client = Client(config.scheduler, timeout=config.timeout_s, deadline=config.timeout_s, **tls)
 
     def close(self) -> None:
-        self.channel.close()
-
-    def _call(self, method, request):
-        try:
-            return method(request, timeout=self.timeout)
-        except grpc.RpcError as exc:
-            raise _error(exc) from None
+        self.client.close()
 
     def watch(self):
-        """Every claim event from now on (a stream; ends with the connection)."""
-        return self.claims.Watch(claims_pb2.WatchRequest())
+        """Every claim event from now on, for ever: the library watches again after a lost
+        connection or a failover and resumes after the last event delivered."""
+        return self.client.watch(claims_pb2.WatchRequest())
 
     def open_claims(self, prefix: str) -> list[claims_pb2.ClaimStatus]:
-        out, token = [], ""
-        while True:
-            page = self._call(self.claims.List, claims_pb2.ListClaimsRequest(states=OPEN, page_token=token))
-            out.extend(c for c in page.claims if c.claim_id.startswith(prefix))
-            token = page.next_page_token
-            if not token:
-                return out
+        return [c for c in self.client.list_all(claims_pb2.ListClaimsRequest(states=OPEN))
+                if c.claim_id.startswith(prefix)]
 
     def submit_many(self, requests: list[claims_pb2.SubmitRequest]) -> list[claims_pb2.SubmitResult]:
         out = []
         for i in range(0, len(requests), 1000):
-            out.extend(self._call(self.claims.SubmitMany,
-                                  claims_pb2.SubmitManyRequest(claims=requests[i:i + 1000])).results)
+            out.extend(self.client.submit_many(claims_pb2.SubmitManyRequest(claims=requests[i:i + 1000])).results)
         return out
 
     def get(self, claim_id: str) -> claims_pb2.ClaimStatus | None:
         try:
-            return self._call(self.claims.Get, claims_pb2.GetClaimRequest(claim_id=claim_id))
-        except PoolError as exc:
-            if exc.code == "UNKNOWN_CLAIM":
-                return None
-            raise
+            return self.client.get(claim_id=claim_id)
+        except UnknownClaim:
+            return None
 
     def release(self, claim_id: str) -> claims_pb2.ClaimStatus | None:
-        """Release an open claim; None when it was no longer open (or unknown)."""
+        """Release a claim: its released status (also when the bridge's own earlier Release
+        ended it: a second sending is answered as the first); None when it was settled
+        otherwise (CLAIM_NOT_OPEN) or is unknown."""
         try:
-            return self._call(self.claims.Release, claims_pb2.ReleaseRequest(claim_id=claim_id))
-        except PoolError as exc:
-            if exc.code in ("CLAIM_NOT_OPEN", "UNKNOWN_CLAIM"):
-                return None
-            raise
+            return self.client.release(claim_id=claim_id)
+        except (ClaimNotOpen, UnknownClaim):
+            return None
 
     def bind(self, status: claims_pb2.ClaimStatus, indices: list[int]) -> claims_pb2.ClaimStatus:
         """Bind an admitted claim to the GPUs Slurm gave its job on its worker (RULES §10). Slurm's
@@ -99,23 +76,21 @@ class Pool:
             devices = tuple(g.device_id for g in worker.gpus) if worker is not None else ()
         missing = [i for i in indices if i >= len(devices)]
         if missing:
-            raise PoolError("BIND_CONFLICT", f"Slurm gave GPU index {missing[0]} on {status.worker!r}, which "
-                                             f"has {len(devices)} GPU(s) in Pool")
-        request = claims_pb2.BindRequest(claim_id=status.claim_id, device_ids=[devices[i] for i in indices])
-        return self._call(self.claims.Bind, request)
+            raise BindConflict(f"Slurm gave GPU index {missing[0]} on {status.worker!r}, which has "
+                               f"{len(devices)} GPU(s) in Pool")
+        return self.client.bind(claim_id=status.claim_id, device_ids=[devices[i] for i in indices])
 
     def workers(self) -> list[ops_pb2.WorkerStatus]:
-        return list(self._call(self.ops.Workers, ops_pb2.WorkersRequest()).workers)
+        return list(self.client.workers().workers)
 
     def claim_energy(self, status: claims_pb2.ClaimStatus) -> tuple[int, str, int]:
         """(µJ, grade name, unaccounted seconds) of one claim as Splits reports it: the sum of its rows,
         their worst grade, and the gap time on its devices while it was admitted."""
         since = max(status.admitted_ns - 1, 0)
         devices = set(status.devices_mdev)
-        uj, grades, gaps, token, first = 0, [], [], "", True
+        uj, grades, gaps, token = 0, [], [], ""
         while True:
-            page = self._call(self.ops.Splits, ops_pb2.SplitsRequest(tenant=status.tenant, since_ns=since,
-                                                                     page_token=token))
+            page = self.client.splits(tenant=status.tenant, since_ns=since, page_token=token)
             for row in page.rows:
                 if row.claim_id == status.claim_id:
                     uj += row.uj
@@ -123,7 +98,6 @@ class Pool:
                         grades.append(Grade(row.grade))
             gaps.extend(g for g in page.gaps if g.device_id in devices)
             token = page.next_page_token
-            first = False
             if not token:
                 break
         end = status.ended_ns or (max((g.end_ns for g in gaps), default=status.admitted_ns))

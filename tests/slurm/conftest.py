@@ -177,7 +177,7 @@ class Governed:
         return "\n".join(parts)[-6000:]
 
 
-def bridge_config(directory: Path, scheduler, cluster_dir: Path, extra: str = "") -> Path:
+def bridge_config(directory: Path, scheduler, cluster_dir: Path, extra: str = "", pool_extra: str = "") -> Path:
     cert, key = scheduler.pki.files("operator")
     path = directory / "pool-slurm.toml"
     path.write_text(f"""
@@ -186,6 +186,7 @@ scheduler = "{scheduler.address}"
 ca = "{scheduler.pki.ca}"
 cert = "{cert}"
 key = "{key}"
+{pool_extra}
 
 [slurm]
 conf = "{cluster_dir / 'slurm.conf'}"
@@ -208,16 +209,17 @@ tenant = "beta"
 
 @pytest.fixture
 def governed(cluster, tmp_path):
-    """governed(extra="...") -> Governed: Pool, Slurm with the hooks, and the bridge running."""
+    """governed(extra="...", pool_extra="...") -> Governed: Pool, Slurm with the hooks, and the bridge
+    running (extra: more lines of the bridge config's [bridge], pool_extra: of its [pool])."""
     _skip_without_slurm()
     made: list[Governed] = []
 
-    def start(extra: str = "", bridge: bool = True) -> Governed:
+    def start(extra: str = "", bridge: bool = True, pool_extra: str = "") -> Governed:
         s = cluster(tree=TREE, hosts=("node1", "node2"))
         for node in ("node1", "node2"):
             s.register(node, gpus=GB)
         where = slurm_cluster.scratch()
-        config = bridge_config(tmp_path, s, where, extra)
+        config = bridge_config(tmp_path, s, where, extra, pool_extra)
         hook = where / "pool-slurm-hook"
         hook.write_text(f"#!/bin/sh\nPOOL_SLURM_CONFIG={config} exec {BIN / 'pool-slurm'} "
                         f">>{tmp_path / 'hooks.log'} 2>&1\n")

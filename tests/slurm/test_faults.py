@@ -102,7 +102,8 @@ def test_killing_the_bridge_then_the_scheduler_starts_nothing_unadmitted_and_res
 
 
 def test_with_fail_open_a_job_runs_while_pool_is_unreachable_and_says_so(governed):
-    g = governed(extra='on_unreachable = "open"\nunreachable_after_ms = 500')
+    # timeout_s: how long each call waits for an answer before Pool counts as unreachable
+    g = governed(extra='on_unreachable = "open"\nunreachable_after_ms = 500', pool_extra="timeout_s = 1")
     g.scheduler.kill()
     job = g.sbatch("acctA", gpus=1, comment="pool:estimate=10kJ", script="true")
     g.wait_state(job, "COMPLETED")
