@@ -153,8 +153,9 @@ def test_failover_under_load_loses_nothing_acknowledged_and_counts_windows_once(
     an agent streaming the replayed trace; SIGKILL the leader at random moments,
     ten times (the killed one comes back as the standby each time)."""
     rng = random.Random(15)
-    a = cluster(dsn=postgres_dsn, name="a", lease_ms=3000)
-    b = cluster(dsn=postgres_dsn, name="b", lease_ms=3000, serving=False)
+    # checkpoints keep each restarted standby's replay short as the ledger grows
+    a = cluster(dsn=postgres_dsn, name="a", lease_ms=3000, checkpoint_every=1000)
+    b = cluster(dsn=postgres_dsn, name="b", lease_ms=3000, serving=False, checkpoint_every=1000)
     both = [a.address, b.address]
     # the trace (80 s) at 1.25x lasts past the ten kills: its host stays live for the claims
     agent = cluster.agent(a, speed=1.25, address=",".join(both))
@@ -172,8 +173,8 @@ def test_failover_under_load_loses_nothing_acknowledged_and_counts_windows_once(
         wait_for("the restarted scheduler to follow", lambda: names_leader(leader), timeout_s=60)
         leader, standby = standby, leader
     load.stop()
-    agent.process.wait(timeout=120)          # the trace ends; the agent drains and exits
-    assert agent.process.returncode == 0, agent.log_path.read_text()
+    agent.process.terminate()                # as systemd stops it: it drains its spool and exits
+    assert agent.process.wait(timeout=60) == 0, agent.log_path.read_text()
     print(f"failover (kill → first admission) over {KILLS} kills: "
           f"p50 {statistics.median(took):.2f} s, max {max(took):.2f} s")
     assert max(took) <= 5.0, took
@@ -191,7 +192,7 @@ def test_failover_under_load_loses_nothing_acknowledged_and_counts_windows_once(
     live = snapshot(leader)
     standby.stop()
     leader.stop()
-    fresh = cluster(dsn=postgres_dsn, name="fresh")   # replays the whole ledger
+    fresh = cluster(dsn=postgres_dsn, name="fresh")   # from the last checkpoint any leader wrote, then the tail
     assert snapshot(fresh) == live
 
 
