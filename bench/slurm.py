@@ -91,9 +91,10 @@ class Bench:
         hook.write_text(f"#!/bin/sh\nPOOL_SLURM_CONFIG={config} exec {harness.BIN / 'pool-slurm'} "
                         f">>{workdir / 'hooks.log'} 2>&1\n")
         hook.chmod(0o755)
+        from pool_slurm.config import load
         from pool_slurm.main import job_submit_lua
         self.cluster = slurm_cluster.Cluster(where).write(prolog=str(hook), epilog=str(hook),
-                                                          job_submit=job_submit_lua(["gpu"]))
+                                                          job_submit=job_submit_lua(["gpu"], load(config).wake))
         self.g = harness.Governed(self.scheduler, self.cluster, workdir, config)
         self.cluster.start()
         self.g.start_bridge()
@@ -126,12 +127,16 @@ class Bench:
                 pass
         threading.Thread(target=follow, daemon=True).start()
 
-    def close(self) -> None:
+    def close(self, keep: bool = False) -> None:
         for up, responses in self.streams:
             up.put(None)
             responses.cancel()
         self.g.stop_bridge()
-        self.cluster.remove()
+        if keep:
+            self.cluster.stop()
+            print(f"logs kept: {self.dir} (bridge.log, hooks.log) and {self.cluster.dir / 'log'}")
+        else:
+            self.cluster.remove()
         self.scheduler.stop()
 
     def sbatch(self, *args: str, account: str = "acctA") -> str:
@@ -265,35 +270,46 @@ class Bench:
         return out
 
 
+def latency(bench: Bench, jobs: int) -> None:
+    lat = bench.latency(jobs)
+    p50 = {k: statistics.median(v) for k, v in lat.items()}
+    print(f"start latency, idle cluster, {jobs} jobs each (ms): "
+          f"gated p50 {p50['gpu']:.0f} p99 {pct(lat['gpu'], 0.99):.0f}; "
+          f"Slurm alone p50 {p50['open']:.0f} p99 {pct(lat['open'], 0.99):.0f}; "
+          f"the gate adds {p50['gpu'] - p50['open']:+.0f} ms at p50 (target <= 300); "
+          f"claim released after the job's last line: p50 {p50['release']:.0f} p99 {pct(lat['release'], 0.99):.0f}"
+          " (target <= 1000)")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=10, help="start-latency jobs per partition")
     parser.add_argument("--array", type=int, default=1000, help="tasks in the held array")
     parser.add_argument("--rounds", type=int, default=5, help="preemption rounds")
+    parser.add_argument("--parts", default="latency,array,preemption",
+                        help="which figures to measure (comma-separated; default all three)")
+    parser.add_argument("--keep", action="store_true", help="leave the work directory (logs) in place")
     args = parser.parse_args()
+    parts = set(args.parts.split(","))
     problem = slurm_cluster.missing()
     if problem:
         print(f"bench/slurm.py skipped: {problem}")
         return 0
     bench = Bench(Path(tempfile.mkdtemp(prefix="pool-bench-slurm-")))
     try:
-        lat = bench.latency(args.jobs)
-        p50 = {k: statistics.median(v) for k, v in lat.items()}
-        print(f"start latency, idle cluster, {args.jobs} jobs each (ms): "
-              f"gated p50 {p50['gpu']:.0f} p99 {pct(lat['gpu'], 0.99):.0f}; "
-              f"Slurm alone p50 {p50['open']:.0f} p99 {pct(lat['open'], 0.99):.0f}; "
-              f"the gate adds {p50['gpu'] - p50['open']:+.0f} ms at p50 (target <= 300); "
-              f"claim released after the job's last line: p50 {p50['release']:.0f} p99 {pct(lat['release'], 0.99):.0f}"
-              " (target <= 1000)")
-        arr = bench.array(args.array)
-        print(f"{args.array}-task array: every task a claim in Pool {arr['claims']:.1f} s after sbatch "
-              f"(target <= 10 s); 16 running (all GPUs) {arr['running']:.1f} s; "
-              f"Slurm alone, 16 running {arr['open_running']:.1f} s")
-        pre = bench.preemption(args.rounds)
-        print(f"preemption -> victim requeued, {args.rounds} rounds (ms): p50 {statistics.median(pre):.0f} "
-              f"p99 {pct(pre, 0.99):.0f} (target p99 <= 2000)")
+        if "latency" in parts:
+            latency(bench, args.jobs)
+        if "array" in parts:
+            arr = bench.array(args.array)
+            print(f"{args.array}-task array: every task a claim in Pool {arr['claims']:.1f} s after sbatch "
+                  f"(target <= 10 s); 16 running (all GPUs) {arr['running']:.1f} s; "
+                  f"Slurm alone, 16 running {arr['open_running']:.1f} s")
+        if "preemption" in parts:
+            pre = bench.preemption(args.rounds)
+            print(f"preemption -> victim requeued, {args.rounds} rounds (ms): p50 {statistics.median(pre):.0f} "
+                  f"p99 {pct(pre, 0.99):.0f} (target p99 <= 2000)")
     finally:
-        bench.close()
+        bench.close(keep=args.keep)
     return 0
 
 

@@ -1,5 +1,6 @@
 """The bridge daemon: it reconciles Slurm's jobs with Pool's claims, level-
-triggered, every `poll_ms` (docs/SLURM.md, "What the bridge does"). Each cycle
+triggered, every `poll_ms`, and at once when job_submit.lua has held a new
+job or Pool has admitted one of its claims (docs/SLURM.md). Each cycle
 reads both sides whole, so a bridge that was down, or a Pool that restarted,
 is caught up by the next cycle with nothing remembered in between:
 
@@ -20,6 +21,7 @@ starts only when its claims are admitted where Slurm put it.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import defaultdict
 
@@ -34,6 +36,7 @@ log = logging.getLogger("pool_slurm.bridge")
 
 ADMITTED, PENDING = types_pb2.ADMITTED, types_pb2.PENDING
 ENDED_BY_POOL = (types_pb2.PREEMPTED, types_pb2.RECLAIMED)
+WAKE_CHECK_S = 0.01   # how often the bridge looks at the wake file between cycles (a stat)
 DONE = ("COMPLETING", "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
         "DEADLINE", "OUT_OF_MEMORY", "SPECIAL_EXIT")
 
@@ -49,9 +52,12 @@ class Bridge:
         self.acted: dict[str, float] = {}     # job key -> when it was last requeued/cancelled by us
         self.attempts: dict[str, int] = {}    # job key -> the attempt its next claim takes
         self.unreachable_since: float | None = None
+        self.woken = threading.Event()        # set by the Watch thread: cycle now
+        self.wake_seen: int | None = None     # the wake file's mtime when this cycle began
         self.reported: set[str] = set()
         self.holds: list[str] = []
-        self.comments: dict[str, list[str]] = defaultdict(list)
+        # (AdminComment, Comment) -> the jobs to write them to this cycle (None: leave that one as it is)
+        self.comments: dict[tuple[str | None, str | None], list[str]] = defaultdict(list)
 
     # -- one cycle -----------------------------------------------------------------
 
@@ -132,8 +138,8 @@ class Bridge:
     def _start(self, job: J.Job, admitted: list, attempt: int) -> None:
         """Pin a job to the workers Pool admitted its claims on, and release it."""
         nodes = [self.config.node(c.worker) for c in sorted(admitted, key=lambda c: c.claim_id)]
-        self.slurm.pin(job.key, nodes)
-        self.slurm.admin_comment(job.key, J.admitted_comment(attempt, nodes))
+        text = J.admitted_comment(attempt, nodes)
+        self.slurm.pin(job.key, nodes, AdminComment=text, Comment=J.status_comment(job.comment, text))
         if job.key in self.holds:   # a hold this cycle meant to write: no longer wanted
             self.holds.remove(job.key)
         if job.held:
@@ -221,7 +227,8 @@ class Bridge:
             figure = self.pool.claim_energy(c)
             uj, gaps = uj + figure[0], gaps + figure[2]
             grades.append(figure[1])
-        self._comment(job, J.energy_comment(first.claim_id, "ADMITTED", uj, J.worst_grade(grades), gaps))
+        self._comment(job, J.energy_comment(first.claim_id, "ADMITTED", uj, J.worst_grade(grades), gaps),
+                      status=False)
 
     # -- helpers ---------------------------------------------------------------------
 
@@ -234,17 +241,26 @@ class Bridge:
         if not job.held:
             self.holds.append(job.key)
 
-    def _comment(self, job: J.Job, text: str) -> None:
-        if job.admin_comment != text:
-            self.comments[text].append(job.key)
+    def _comment(self, job: J.Job, text: str, status: bool = True) -> None:
+        """Write `text` into the job's AdminComment and, with `status`, show it after the user's
+        own text in its Comment too, where squeue shows it (%k)."""
+        admin = text if job.admin_comment != text else None
+        comment = J.status_comment(job.comment, text) if status else job.comment
+        comment = comment if comment != job.comment else None
+        if admin is not None or comment is not None:
+            self.comments[(admin, comment)].append(job.key)
 
     def _flush(self) -> None:
-        """Holds and AdminComments of this cycle, many jobs per scontrol call: what keeps a cycle
+        """Holds and comments of this cycle, many jobs per scontrol call: what keeps a cycle
         over a 1,000-task array to a few commands instead of one per task."""
         holds, comments = self.holds, self.comments
         self.holds, self.comments = [], defaultdict(list)
-        for keys, act in [(holds, self.slurm.hold)] + [(keys, lambda k, t=text: self.slurm.admin_comment(k, t))
-                                                         for text, keys in comments.items()]:
+
+        def writer(admin: str | None, comment: str | None):
+            fields = {name: value for name, value in (("AdminComment", admin), ("Comment", comment))
+                      if value is not None}
+            return lambda key: self.slurm.update(key, **fields)
+        for keys, act in [(holds, self.slurm.hold)] + [(keys, writer(*texts)) for texts, keys in comments.items()]:
             for i in range(0, len(keys), 200):
                 chunk = keys[i:i + 200]
                 try:
@@ -287,6 +303,8 @@ class Bridge:
                 for event in self.pool.watch():
                     if event.kind in (claims_pb2.EVENT_PREEMPTED, claims_pb2.EVENT_RECLAIMED):
                         self._ended_by_pool(event.status)
+                    elif event.kind == claims_pb2.EVENT_ADMITTED and event.status.claim_id.startswith(self.prefix):
+                        self.woken.set()   # a waiting job may start: the next cycle now
                     if stop():
                         return
             except Exception as exc:   # the stream broke (Pool restarted, unreachable): watch again
@@ -316,6 +334,8 @@ class Bridge:
         period = self.config.poll_ms / 1000
         while not stop():
             started = time.monotonic()
+            self.woken.clear()
+            self.wake_seen = self._wake_mark()
             try:
                 self.cycle()
             except (SlurmError, PoolError) as exc:
@@ -323,4 +343,19 @@ class Bridge:
             took = time.monotonic() - started
             if took > 5 * period:
                 log.info("a cycle took %.1f s", took)
-            time.sleep(max(0.0, period - (time.monotonic() - started)))
+            self._wait(started + period, stop)
+
+    def _wait(self, until: float, stop) -> None:
+        """Until the next cycle is due, or sooner: job_submit.lua touched the wake file (a job was
+        held at submission) or Pool admitted one of the bridge's claims (Claims.Watch) since the
+        last cycle began. Push where Slurm and Pool can push, the poll as the backstop."""
+        while not stop():
+            left = until - time.monotonic()
+            if left <= 0 or self.woken.wait(min(left, WAKE_CHECK_S)) or self._wake_mark() != self.wake_seen:
+                return
+
+    def _wake_mark(self) -> int | None:
+        try:
+            return self.config.wake.stat().st_mtime_ns
+        except OSError:
+            return None

@@ -44,6 +44,7 @@ class Config:
     timeout_s: float = 5.0
     log_level: str = "info"
     socket: Path = Path("/run/pool-slurm/gate.sock")
+    wake: Path = Path("/run/pool-slurm/wake")   # job_submit.lua touches it: the bridge cycles at once
     path: Path | None = None
 
     def worker(self, node: str) -> str:
@@ -102,6 +103,7 @@ def load(path: Path | None = None) -> Config:
             raise ConfigError(f"{path}: [bridge] {key} = {value!r}: one of {', '.join(allowed)}")
         settings[key] = value
     devices = {w: tuple(ids) for w, ids in _table(doc, "devices").items()}
+    socket = Path(bridge.get("socket", "/run/pool-slurm/gate.sock"))
     return Config(
         scheduler=pool["scheduler"], ca=Path(tls[0]) if tls[0] else None, cert=Path(tls[1]) if tls[1] else None,
         key=Path(tls[2]) if tls[2] else None,
@@ -110,5 +112,5 @@ def load(path: Path | None = None) -> Config:
         gpu_types=dict(_table(doc, "gpu_types")), poll_ms=int(bridge.get("poll_ms", 250)),
         unreachable_after_ms=int(bridge.get("unreachable_after_ms", 5000)),
         timeout_s=float(pool.get("timeout_s", 5.0)), log_level=bridge.get("log_level", "info"), path=path,
-        socket=Path(bridge.get("socket", "/run/pool-slurm/gate.sock")),
+        socket=socket, wake=Path(bridge.get("wake", socket.parent / "wake")),
         **settings)

@@ -123,7 +123,9 @@ def parse_energy(text: str) -> int:
 
 
 def parse_comment(comment: str) -> Comment | Problem:
-    """The `pool:KEY=VALUE` tokens of a job's comment (other text is the user's own)."""
+    """The `pool:KEY=VALUE` tokens of a job's comment (other text is the user's own; the status
+    the bridge appends, from STATUS_MARK on, is not read)."""
+    comment = user_comment(comment)
     estimate, work_class, priority, keys = None, "", 0, []
     for key, value in _TOKEN.findall(comment or ""):
         keys.append(key)
@@ -230,7 +232,32 @@ def parse_claim_id(claim_id: str, cluster: str) -> tuple[str, int, int | None] |
     return m.group(2), int(m.group(3)), None if m.group(4) is None else int(m.group(4))
 
 
-# -- what the job's AdminComment says -----------------------------------------------
+# -- what the job's Comment and AdminComment say -------------------------------------
+
+# Slurm 22.05's squeue shows a pending job's reason (%R, the default format's last column) from
+# slurmctld's own reason code or description, which nothing outside slurmctld can set: a held
+# job shows JobHeldAdmin. So Pool's word on a waiting job also goes into the job's Comment,
+# which squeue shows with %k, after the user's own text (kept as it is): "<user's text> #pool: <status>".
+STATUS_MARK = "#pool: "
+COMMENT_MAX = 1024   # slurmctld refuses a longer comment
+_STATUS = re.compile(r"(?:^|\s)#pool: .*\Z", re.S)
+_ADMIN_TOKENS = re.compile(r"pool:(?:attempt=[0-9]+ )?")
+
+
+def user_comment(comment: str) -> str:
+    """A job's comment without the status the bridge appended: the user's own text."""
+    return _STATUS.sub("", comment or "")
+
+
+def status_comment(comment: str, admin_text: str) -> str:
+    """The job's comment showing `admin_text` (an AdminComment the bridge writes) as Pool's status,
+    after the user's own text: `pool:estimate=1kJ #pool: pending=ENERGY_SURPLUS (over its ...)`."""
+    user = user_comment(comment)
+    head = f"{user} {STATUS_MARK}" if user else STATUS_MARK
+    if len(head) >= COMMENT_MAX:   # no room left by the user's text: the comment stays theirs alone
+        return user
+    return (head + _ADMIN_TOKENS.sub("", admin_text))[:COMMENT_MAX]
+
 
 REASON_TEXT = {
     "GANG_INCOMPLETE": "waiting for the other nodes' claims",

@@ -7,19 +7,24 @@
 
 from __future__ import annotations
 
-import argparse
-import logging
 import os
-import signal
 import sys
-from importlib import resources
 from pathlib import Path
 
+# argparse, logging and importlib.resources are imported where used: as PrologSlurmctld and
+# EpilogSlurmctld this module starts once per job while Slurm holds the job's nodes
 
-def job_submit_lua(partitions) -> str:
+
+def _lua_string(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def job_submit_lua(partitions, wake: Path | None = None) -> str:
+    """job_submit.lua holding GPU jobs of `partitions`, touching `wake` for each (None: no touch)."""
+    from importlib import resources
     template = (resources.files("pool_slurm") / "job_submit.lua").read_text()
-    governed = ", ".join(f'["{p}"] = true' for p in partitions)
-    return template.replace("@GOVERNED@", governed)
+    governed = ", ".join(f"[{_lua_string(p)}] = true" for p in partitions)
+    return template.replace("@GOVERNED@", governed).replace("@WAKE@", _lua_string(str(wake)) if wake else "nil")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     if not argv and os.environ.get("SLURM_SCRIPT_CONTEXT"):
         from pool_slurm.hooks import main as hook
         return hook()
+    import argparse
     parser = argparse.ArgumentParser(prog="pool-slurm", description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=("run", "job-submit-lua", "prolog", "epilog"))
     parser.add_argument("--config", type=Path, help="TOML configuration (default $POOL_SLURM_CONFIG or "
@@ -43,8 +49,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pool-slurm: {exc}", file=sys.stderr)
         return 2
     if args.command == "job-submit-lua":
-        sys.stdout.write(job_submit_lua(config.partitions))
+        sys.stdout.write(job_submit_lua(config.partitions, config.wake))
         return 0
+    import logging
+    import signal
     logging.basicConfig(level=config.log_level.upper(), format="%(asctime)s pool-slurm %(levelname)s %(message)s")
     from pool_slurm.bridge import Bridge
     from pool_slurm.pool import Pool

@@ -32,6 +32,7 @@ class Pool:
         tls = {"ca": str(config.ca), "cert": str(config.cert), "key": str(config.key)} if config.ca else {}
         # timeout: reaching a scheduler at all; deadline: each call's whole budget, failovers included
         self.client = Client(config.scheduler, timeout=config.timeout_s, deadline=config.timeout_s, **tls)
+        self.devices: dict[str, tuple[str, ...]] = {}   # worker -> GPU device ids, from the last Workers
 
     def close(self) -> None:
         self.client.close()
@@ -69,11 +70,14 @@ class Pool:
     def bind(self, status: claims_pb2.ClaimStatus, indices: list[int]) -> claims_pb2.ClaimStatus:
         """Bind an admitted claim to the GPUs Slurm gave its job on its worker (RULES §10). Slurm's
         index i is the i-th device of `[devices.<worker>]` in the config, else the worker's i-th GPU
-        in device id order (as Operations.Workers lists them)."""
+        in device id order (as Operations.Workers lists them; as the bridge's last cycle read them,
+        which saves a call while a job's start waits on it)."""
         devices = self.config.devices.get(status.worker)
         if devices is None:
-            worker = next((w for w in self.workers() if w.worker == status.worker), None)
-            devices = tuple(g.device_id for g in worker.gpus) if worker is not None else ()
+            devices = self.devices.get(status.worker)
+            if devices is None or any(i >= len(devices) for i in indices):   # not read yet, or changed
+                self.workers()
+                devices = self.devices.get(status.worker, ())
         missing = [i for i in indices if i >= len(devices)]
         if missing:
             raise BindConflict(f"Slurm gave GPU index {missing[0]} on {status.worker!r}, which has "
@@ -81,7 +85,9 @@ class Pool:
         return self.client.bind(claim_id=status.claim_id, device_ids=[devices[i] for i in indices])
 
     def workers(self) -> list[ops_pb2.WorkerStatus]:
-        return list(self.client.workers().workers)
+        workers = list(self.client.workers().workers)
+        self.devices = {w.worker: tuple(g.device_id for g in w.gpus) for w in workers}
+        return workers
 
     def claim_energy(self, status: claims_pb2.ClaimStatus) -> tuple[int, str, int]:
         """(µJ, grade name, unaccounted seconds) of one claim as Splits reports it: the sum of its rows,

@@ -162,9 +162,14 @@ class Slurm:
     def release(self, key: str) -> None:
         self._run("scontrol", "release", key)
 
-    def pin(self, key: str, nodes: list[str]) -> None:
-        """Run only on `nodes`, and now: a requeued job's EligibleTime is pushed ~2 min ahead."""
-        self._run("scontrol", "update", f"jobid={key}", f"NodeList={','.join(nodes)}", "StartTime=now")
+    def pin(self, key: str, nodes: list[str], **fields: str) -> None:
+        """Run only on `nodes`, and now (a requeued job's EligibleTime is pushed ~2 min ahead);
+        `fields` (AdminComment=, Comment=) in the same update."""
+        self.update(key, NodeList=",".join(nodes), StartTime="now", **fields)
+
+    def update(self, key: str, **fields: str) -> None:
+        """One `scontrol update` of a job, or of a comma-separated list of jobs."""
+        self._run("scontrol", "update", f"jobid={key}", *(f"{name}={value}" for name, value in fields.items()))
 
     def requeue_hold(self, key: str) -> None:
         self._run("scontrol", "requeuehold", key)

@@ -118,6 +118,9 @@ class Cluster:
             "SelectType=select/cons_tres",
             "SelectTypeParameters=CR_CPU",
             "SchedulerType=sched/backfill",
+            # docs/SLURM.md, "slurm.conf": a job released by pool-slurm is scheduled at slurmctld's next
+            # one-second pass, not up to 3 s after the pass its submission triggered (while it was held)
+            "SchedulerParameters=batch_sched_delay=0",
             "GresTypes=gpu",
             "MpiDefault=none",
             "SwitchType=switch/none",

@@ -128,6 +128,13 @@ class Governed:
             fields.setdefault(name, value)
         return fields
 
+    def squeue(self, key: str, **env: str) -> str:
+        """What a user's plain `squeue -j KEY` prints for the job (no header), with `env` set (SQUEUE_FORMAT)."""
+        done = subprocess.run(["squeue", "-h", "-j", key], capture_output=True, text=True, timeout=30,
+                              env={**self.cluster.env(), **env})
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
     def state(self, key: str) -> str:
         return self.job(key).get("JobState", "")
 
@@ -224,9 +231,10 @@ def governed(cluster, tmp_path):
         hook.write_text(f"#!/bin/sh\nPOOL_SLURM_CONFIG={config} exec {BIN / 'pool-slurm'} "
                         f">>{tmp_path / 'hooks.log'} 2>&1\n")
         hook.chmod(0o755)
+        from pool_slurm.config import load
         from pool_slurm.main import job_submit_lua
         c = slurm_cluster.Cluster(where).write(prolog=str(hook), epilog=str(hook),
-                                               job_submit=job_submit_lua(["gpu"]))
+                                               job_submit=job_submit_lua(["gpu"], load(config).wake))
         g = Governed(s, c, tmp_path, config)
         made.append(g)
         c.start()

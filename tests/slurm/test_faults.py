@@ -35,6 +35,18 @@ def test_jobs_that_cannot_become_claims_are_held_saying_what_to_fix_then_run_onc
     for job, (code, fix) in expected.items():
         wait_for(f"job {job}'s problem", lambda: f"pool:held {code}:" in g.job(job).get("AdminComment", ""), 30)
         assert fix in g.job(job)["AdminComment"] and g.state(job) == "PENDING" and not g.claims(job)
+        assert f"#pool: held {code}: " in g.squeue(job, SQUEUE_FORMAT="%k")
+    # more GPUs per node than any Pool worker has: Slurm refuses more than its nodes declare at sbatch,
+    # so Pool's workers declare fewer here (4) than Slurm's nodes (8)
+    for node in ("node1", "node2"):
+        g.scheduler.register(node, gpus=4)
+    wide = g.sbatch("acctA", gpus=6, comment="pool:estimate=1kJ", script="true")
+    wait_for("the wide job's problem", lambda: "pool:held TOO_MANY_GPUS:" in g.job(wide).get("AdminComment", ""), 30)
+    assert "ask at most 4 per node" in g.job(wide)["AdminComment"] and g.state(wide) == "PENDING"
+    assert not g.claims(wide)
+    g.run("scancel", wide)
+    for node in ("node1", "node2"):
+        g.scheduler.register(node, gpus=8)
     # the operator maps the account (Slurm ignores Account= updates without an accounting database)
     g.stop_bridge()
     g.config.write_text(g.config.read_text() + '\n[accounts.physics]\ntenant = "beta"\n')

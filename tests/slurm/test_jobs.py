@@ -69,6 +69,36 @@ def test_comments_carry_the_claim_and_its_energy():
     assert J.worst_grade(["HW_SHUNT", "MODEL_BASED"]) == "MODEL_BASED" and J.worst_grade([]) == "UNSPECIFIED"
 
 
+STATUSES = st.sampled_from([J.pending_comment(0, "ENERGY_SURPLUS"), J.admitted_comment(1, ["node1", "node2"]),
+                             J.problem_comment(J.Problem("NO_ESTIMATE", "add pool:estimate=50kJ")),
+                             "held again by Pool (released without an admitted claim); " + J.pending_comment(2, "X"),
+                             "pool:waiting: Pool is unreachable (fail-closed)"])
+USER_TEXT = st.one_of(st.text(max_size=1100), st.sampled_from(["", "pool:estimate=1kJ", "pool:class=train note",
+                                                                 "x" * 1020, "pool:estimate=lots"]))
+
+
+@given(USER_TEXT, STATUSES, STATUSES)
+def test_pools_status_in_a_comment_keeps_the_users_text_and_what_pool_reads_from_it(text, first, second):
+    """The status the bridge shows in a job's Comment (squeue %k): the user's own text stays as it
+    was, what Pool reads from the comment is unchanged, the comment stays within Slurm's 1,024
+    characters, and writing a status again (or another one) leaves one status, the latest."""
+    shown = J.status_comment(text, first)
+    assert J.user_comment(shown) == J.user_comment(text) and len(shown) <= J.COMMENT_MAX
+    assert J.parse_comment(shown) == J.parse_comment(text)
+    again = J.status_comment(shown, second)
+    assert again == J.status_comment(text, second) and J.status_comment(again, second) == again
+    if len(J.user_comment(text)) < J.COMMENT_MAX - 20:   # room for it: the status is shown, without pool: tokens
+        assert J.STATUS_MARK in shown and "pool:attempt" not in shown.split(J.STATUS_MARK)[-1]
+
+
+def test_a_status_reads_as_pools_word_after_the_users_text():
+    assert J.status_comment("pool:estimate=1kJ", J.pending_comment(0, "ENERGY_SURPLUS")) == \
+        "pool:estimate=1kJ #pool: pending=ENERGY_SURPLUS (over its tenant's guarantee, with not enough surplus " \
+        "to borrow)"
+    assert J.status_comment("", J.admitted_comment(0, ["node1"])) == "#pool: admitted on node1"
+    assert J.status_comment("x" * 1020, "pool:held X: y") == "x" * 1020   # no room: the user's text alone
+
+
 def test_slurm_outputs_are_read_as_slurm_writes_them():
     assert expand_hosts("node[1-2],gpu07,n[08-10]") == ["node1", "node2", "gpu07", "n08", "n09", "n10"]
     assert _task_ids("0-3,7,9-11%4") == [0, 1, 2, 3, 7, 9, 10, 11]
