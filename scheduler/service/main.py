@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import logging
 import os
@@ -43,7 +44,6 @@ from scheduler.service.config import SchedulerConfig
 from scheduler.service.drain import Drain
 from scheduler.service.engine import Engine, LedgerFailed
 from scheduler.service.errors import Refused
-from scheduler.service.leader import Leadership
 from scheduler.service.limits import Admission
 from scheduler.service.metrics import SchedulerMetrics
 from scheduler.service.ops import OperationsServicer
@@ -81,6 +81,24 @@ def tune_collector() -> None:
     short-lived ones). bench/kernel.py measures the kernel with the same setting."""
     gc.freeze()
     gc.set_threshold(GC_THRESHOLD, 20, 20)
+
+
+@contextlib.contextmanager
+def collector_paused():
+    """The collector off while a ledger is replayed, and what the replay built
+    frozen out of its scans after (as tune_collector does). A replay builds
+    millions of long-lived objects (a checkpoint's claims, then the state) and
+    its garbage is freed by reference counting; left on, the collector walks
+    everything built so far again and again as it grows: at 1M receipts and
+    100,000 claims that was a third of start-up (docs/BENCHMARKS.md)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
 
 
 class StartupError(Exception):
@@ -170,7 +188,8 @@ def open_and_replay(config: SchedulerConfig, engine: Engine, accept_loss: bool =
         raise store_failed(exc) from None
     try:
         probe(store)
-        return Steward.open(store, key, engine.ledger_fold(), accept_loss=accept_loss)
+        with collector_paused():
+            return Steward.open(store, key, engine.ledger_fold(), accept_loss=accept_loss)
     except StoreFull:
         store.close()
         raise
@@ -223,7 +242,10 @@ class Scheduler:
                                  lambda: self.engine.observed)
         self.metrics.watch_views(operations.verdicts, self._witness_lag)
         # a shared ledger: a leader and standbys (service/leader.py); SQLite is always its own leader
-        self.leadership = Leadership(config, self.metrics) if config.ledger.store == "postgresql" else None
+        self.leadership = None
+        if config.ledger.store == "postgresql":
+            from scheduler.service.leader import Leadership   # psycopg (a third of start-up's imports) only then
+            self.leadership = Leadership(config, self.metrics)
 
     def _witness_lag(self) -> int | None:
         """Receipts not yet covered by a witness statement (None before the ledger is open)."""
