@@ -48,7 +48,8 @@ from pathlib import Path
 
 import grpc
 
-from e2e import GPUS, TENANTS, FakeAgent, closed_loop, configure, ms, registration, scheduler, timed  # bench/e2e.py
+from e2e import (GPUS, TENANTS, FakeAgent, closed_loop, configure, cpu_seconds, ms, registration, scheduler,
+                 timed)  # bench/e2e.py
 from ledger import line                                                        # bench/ledger.py
 from protos.pool.v1 import claims_pb2, claims_pb2_grpc, types_pb2
 from scheduler import kernel
@@ -266,12 +267,15 @@ def main() -> None:
                 claims = int((args.ledger_dir / BUILT).read_text().split()[1])
             length = ledger_length(workdir / "ledger.sqlite")
             start = time.perf_counter()
-            with scheduler(workdir):   # Popen to SERVING, as an operator waits for it
+            with scheduler(workdir) as (_, pid):   # Popen to SERVING, as an operator waits for it
                 serving = time.perf_counter() - start
+                cpu = cpu_seconds(pid)
         if built_s is not None:
             print(f"(start-up ledger built in {built_s:.0f} s)")
         line(f"start-up, {length:,} receipts, {claims:,} claims, from a checkpoint",
              f"{serving:.2f} s", "<= 10 s", serving / 10)
+        # on a loaded shared box the wall clock waits for cores: what the start itself costs
+        line("  its CPU (user + system) until serving", f"{cpu:.2f} s", "", None)
 
 
 BUILT = "built"   # in a --ledger-dir: "receipts claims seconds" once its ledger is complete
