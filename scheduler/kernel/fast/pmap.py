@@ -95,6 +95,25 @@ def _delete(node: dict, h: int, shift: int, key: Any, owned: dict | None) -> dic
     return new
 
 
+def _built(items: Mapping, keys: list, shift: int) -> dict:
+    """The trie of `keys` (distinct, with their values in `items`) below
+    `shift`, made whole: every node once, where setting the keys one by one
+    copies a node per key (a checkpoint's 10^5 claims at start-up). The same
+    shape: a leaf once it holds at most _LEAF_MAX keys (or the hash bits run
+    out), else a branch by the next bits."""
+    if len(keys) <= _LEAF_MAX or shift >= _MAX_SHIFT:
+        return _Leaf({key: items[key] for key in keys})
+    buckets: dict[int, list] = {}
+    for key in keys:
+        index = (hash(key) >> shift) & _MASK
+        bucket = buckets.get(index)
+        if bucket is None:
+            buckets[index] = [key]
+        else:
+            bucket.append(key)
+    return _Branch({index: _built(items, bucket, shift + _BITS) for index, bucket in buckets.items()})
+
+
 def _leaves(root: dict) -> list[_Leaf]:
     """Every leaf: a loop, not a recursive generator, since explain and the
     views walk maps of every worker."""
@@ -125,14 +144,9 @@ class PMap(Mapping):
     __hash__ = None  # type: ignore[assignment]
 
     def __init__(self, items: Mapping | None = None) -> None:
-        root: dict = _Leaf()
-        owned = {id(root): root}  # built in place: nothing else sees it yet
-        count = 0
-        for key, value in (items or {}).items():
-            root, added = _set(root, hash(key), 0, key, value, owned)
-            count += added
-        self._root = root
-        self._len = count
+        items = items if items is not None else {}
+        self._root = _built(items, list(items), 0)
+        self._len = len(items)
 
     @classmethod
     def _make(cls, root: dict, length: int) -> PMap:
