@@ -232,8 +232,8 @@ class Cluster:
         """Stop every daemon this directory started (by the pids in its pid files)."""
         pids = self.pids()
         order = [name for name in pids if name != "munged"] + (["munged"] if "munged" in pids else [])
-        for name in order:
-            _terminate(pids[name])
+        for name in order:   # a test cluster's state is thrown away: 3 s for a clean stop, then SIGKILL
+            _terminate(pids[name], grace=3)
         # A job step's slurmstepd outlives the slurmd that forked it (it is reparented to
         # init) and would run its batch script on after the cluster is gone; each one runs
         # in a directory of this cluster, which is how it is found.
