@@ -14,6 +14,8 @@ from collections.abc import Callable
 from enum import Enum
 from typing import Any
 
+from .fast.decoders import written_out
+
 _SCALARS = (bool, int, str, bytes)
 
 
@@ -56,7 +58,7 @@ def decode(hint: Any, body: Any) -> Any:
 
 # The two are compiled once per type from its hints into a closure per field,
 # so a value costs its fields' calls rather than a walk of its type hints
-# (a checkpoint decodes every claim). tests/kernel/test_records.py checks
+# (a checkpoint decodes every claim). tests/kernel/test_codec.py checks
 # them against the walk they replace, kept there as the reference.
 
 def _identity(value: Any) -> Any:
@@ -103,8 +105,8 @@ def _decoder(hint: Any) -> Callable[[Any], Any]:
                 body = _expect(body, str)
             return members[body]
         return member
-    if _is_record(hint):
-        return _record_decoder(hint)
+    if _is_record(hint):   # written out as source (fast/decoders.py), this plain one its fallback and twin
+        return written_out(hint, _hints(hint), _defaults(hint), _record_decoder(hint), _decoder)
     if hint is int:
         return _integer
     return lambda body: _expect(body, hint)
@@ -117,29 +119,16 @@ def _integer(body: Any) -> int:
 
 
 def _record_decoder(cls: type) -> Callable[[Any], Any]:
-    """A record's decoder walks the fields its body has (a compact body has
-    few), a scalar field checked by its exact type in the loop rather than by
-    a call (a checkpoint decodes some 10^6 fields; cbor2 makes only exact
-    types), every other field by its compiled decoder."""
-    hints = _hints(cls)
-    scalars = {name: hint for name, hint in hints.items() if hint in (str, bytes, bool, int)}
-    nested = {name: _decoder(hint) for name, hint in hints.items() if name not in scalars}
+    """The plain decoder of a record: the fallback and twin of the written-out
+    one (fast/decoders.py). Unknown fields first, then each field in order."""
+    fields = tuple((name, _decoder(hint)) for name, hint in _hints(cls).items())
+    names = frozenset(name for name, _ in fields)
 
     def record(body: Any) -> Any:
-        if type(body) is not dict:
-            body = _expect(body, dict)
-        values = {}
-        for name, value in body.items():
-            kind = scalars.get(name)
-            if kind is not None and type(value) is kind:
-                values[name] = value
-            elif kind is not None:
-                values[name] = _decoder(kind)(value)   # a subclass, or the error the plain check gives
-            elif name in nested:
-                values[name] = nested[name](value)
-            else:
-                raise ValueError(f"{cls.__name__}: unknown fields {sorted(set(body) - set(hints))}")
-        return cls(**values)
+        body = _expect(body, dict)
+        if not names.issuperset(body):
+            raise ValueError(f"{cls.__name__}: unknown fields {sorted(set(body) - names)}")
+        return cls(**{name: field(body[name]) for name, field in fields if name in body})
     return record
 
 

@@ -1,5 +1,7 @@
 """The codec's compiled encoders and decoders (codec.py) against the plain
-walk of the type hints they replace, kept here as the reference."""
+walk of the type hints they replace, kept here as the reference; and the
+record decoders written out as source (fast/decoders.py) against their plain
+twin, codec._record_decoder, on good bodies and damaged ones alike."""
 
 from __future__ import annotations
 
@@ -11,10 +13,11 @@ from typing import Any
 
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 from strategies import base, drive, operations, trees
 
 from scheduler.kernel import codec
-from scheduler.kernel.snapshot import Claim, ClaimSpec, Resources, Tenant
+from scheduler.kernel.snapshot import Claim, ClaimSpec, Resources, Tenant, Worker
 
 
 def reference_encode(value: Any) -> Any:
@@ -86,3 +89,63 @@ def test_a_value_outside_the_records_is_refused():
 
     with pytest.raises(TypeError, match="cannot encode float in a body"):
         codec.encode(Holder(1.5))
+
+
+def _outcome(decoder, body: Any) -> Any:
+    try:
+        return "value", decoder(body)
+    except Exception as exc:   # the error a caller would see: its type and its words
+        return "error", type(exc), str(exc)
+
+
+# what a damaged body may hold in place of a field's value, or as a field of its own
+odd_values = st.one_of(st.none(), st.booleans(), st.integers(-2, 2), st.text(max_size=3), st.binary(max_size=2),
+                       st.sampled_from(["ADMITTED", "PENDING", "Estimator", "HwShunt", "SIDEWAYS"]),
+                       st.lists(st.integers(0, 2), max_size=2), st.dictionaries(st.text(max_size=2), st.integers(),
+                                                                                 max_size=2))
+
+
+def _damaged(body: dict, damage: list, path: tuple = ()) -> dict:
+    """`body` with each (depth, pick, value, remove) applied to a field of the
+    record it reaches: replaced by the value, removed, or a new field added."""
+    body = dict(body)
+    for depth, pick, value, remove in damage:
+        target, names = body, sorted(body)
+        for _ in range(depth):   # into a nested record, where there is one
+            nested = [n for n in names if isinstance(target[n], dict) and not isinstance(target[n], bool)]
+            if not nested:
+                break
+            name = nested[pick % len(nested)]
+            target[name] = dict(target[name])
+            target, names = target[name], sorted(target[name])
+        if not names or pick % 7 == 6:
+            target[f"extra{pick}"] = value
+        elif remove:
+            del target[names[pick % len(names)]]
+        else:
+            target[names[pick % len(names)]] = value
+    return body
+
+
+@given(trees(), operations, st.lists(st.tuples(st.integers(0, 2), st.integers(0, 50), odd_values, st.booleans()),
+                                     max_size=3))
+def test_the_written_out_decoders_give_their_plain_twins_values_and_errors(tenants, ops, damage):
+    run = drive(base(tenants), ops)
+    state = run.states[-1]
+    records = [*state.claims.values(), *state.workers.values()]
+    for value in records:
+        cls = type(value)
+        for body in (codec.encode(value), codec.encode_compact(value)):
+            body = _damaged(body, damage)
+            fast, plain = codec._decoder(cls), codec._record_decoder(cls)
+            assert fast is not plain
+            got = _outcome(fast, body)
+            assert got == _outcome(plain, body) == _outcome(lambda b: reference_decode(cls, b), body)
+            if not damage:
+                assert got == ("value", value)
+
+
+@pytest.mark.parametrize("cls", [Claim, ClaimSpec, Resources, Worker, Tenant])
+def test_a_body_that_is_not_a_map_is_refused_by_the_written_out_decoder_as_by_its_twin(cls):
+    for body in (None, [], "x", 3, True):
+        assert _outcome(codec._decoder(cls), body) == _outcome(codec._record_decoder(cls), body)
