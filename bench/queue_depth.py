@@ -30,8 +30,12 @@ writes: the first pass judges the claims submitted after the checkpoint), so a
 start-up figure costs seconds. DIR keeps the sizes it was built for; --startup-
 receipts/--startup-claims are then ignored (the figure's line says what DIR holds).
 
+With --peer DIR (a checkout of other code, e.g. `git worktree add DIR COMMIT`),
+that code's pool-scheduler (DIR first on PYTHONPATH, this venv's packages) is
+started on a copy of the same ledger, in turn with this tree's, --rounds times.
+
 Usage: .venv/bin/python bench/queue_depth.py [--quick] [--startup-receipts N] [--startup-claims N] [--startup-only]
-                                             [--ledger-dir DIR]
+                                             [--ledger-dir DIR] [--peer DIR ...] [--rounds N]
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ import asyncio
 import os
 import shlex
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -225,6 +230,10 @@ def main() -> None:
     parser.add_argument("--startup-claims", type=int, default=100_000)
     parser.add_argument("--startup-only", action="store_true", help="only the start-up figure")
     parser.add_argument("--ledger-dir", type=Path, help="keep the start-up ledger here: built once, reused after")
+    parser.add_argument("--peer", type=Path, action="append", default=[],
+                        help="another checkout (e.g. a git worktree of an older commit) whose start-up is timed "
+                             "on the same ledger, alternating with this tree's")
+    parser.add_argument("--rounds", type=int, default=1, help="starts of each tree (the figure is the median)")
     args = parser.parse_args()
     depths = () if args.startup_only else (0, 1_000, 10_000) if args.quick else (0, 1_000, 10_000, 100_000)
     seconds = 3.0 if args.quick else 8.0
@@ -254,28 +263,46 @@ def main() -> None:
              f"{ms(r.release.pct(0.5))} / {ms(r.release.pct(0.99))}", "p99 <= 20 ms" if r.depth else "",
              r.release.pct(0.99) / 0.020 if r.depth else None)
     if args.startup_receipts:
-        built_s = None
-        if args.ledger_dir is not None and not (args.ledger_dir / BUILT).exists():
-            built_s = build_startup_ledger(args.ledger_dir, args.startup_receipts, args.startup_claims)
-        with tempfile.TemporaryDirectory(prefix="pool-startup-", dir=os.environ.get("BENCH_DIR")) as tmp:
-            workdir = Path(tmp) / "run"
-            if args.ledger_dir is None:
-                built_s = build_startup_ledger(workdir, args.startup_receipts, args.startup_claims)
-                claims = args.startup_claims
-            else:
-                shutil.copytree(args.ledger_dir, workdir, ignore=shutil.ignore_patterns("scheduler.log", BUILT))
-                claims = int((args.ledger_dir / BUILT).read_text().split()[1])
-            length = ledger_length(workdir / "ledger.sqlite")
-            start = time.perf_counter()
-            with scheduler(workdir) as (_, pid):   # Popen to SERVING, as an operator waits for it
-                serving = time.perf_counter() - start
-                cpu = cpu_seconds(pid)
-        if built_s is not None:
-            print(f"(start-up ledger built in {built_s:.0f} s)")
-        line(f"start-up, {length:,} receipts, {claims:,} claims, from a checkpoint",
-             f"{serving:.2f} s", "<= 10 s", serving / 10)
+        startup(args)
+
+
+def startup(args: argparse.Namespace) -> None:
+    """Start-up from the last checkpoint: each tree (this one, then every
+    --peer) started `--rounds` times in turn on a fresh copy of one ledger."""
+    built_s = None
+    if args.ledger_dir is not None and not (args.ledger_dir / BUILT).exists():
+        built_s = build_startup_ledger(args.ledger_dir, args.startup_receipts, args.startup_claims)
+    trees = [("this tree", None), *((str(p), p) for p in args.peer)]
+    timings: dict[str, list[tuple[float, float]]] = {label: [] for label, _ in trees}
+    with tempfile.TemporaryDirectory(prefix="pool-startup-", dir=os.environ.get("BENCH_DIR")) as tmp:
+        source = args.ledger_dir or Path(tmp) / "built"
+        if args.ledger_dir is None:
+            built_s = build_startup_ledger(source, args.startup_receipts, args.startup_claims)
+        claims = int((source / BUILT).read_text().split()[1])
+        length = ledger_length(source / "ledger.sqlite")
+        for _ in range(args.rounds):
+            for label, tree in trees:
+                workdir = Path(tmp) / "run"
+                shutil.copytree(source, workdir, ignore=shutil.ignore_patterns("scheduler.log", BUILT))
+                # a peer's code first on the path: its pool-scheduler, with this venv's packages
+                env = None if tree is None else {**os.environ, "PYTHONPATH": str(tree)}
+                start = time.perf_counter()
+                with scheduler(workdir, env=env) as (_, pid):   # Popen to SERVING, as an operator waits for it
+                    timings[label].append((time.perf_counter() - start, cpu_seconds(pid)))
+                shutil.rmtree(workdir)
+    if built_s is not None:
+        print(f"(start-up ledger built in {built_s:.0f} s)")
+    mine = statistics.median(wall for wall, _ in timings["this tree"])
+    for label, _ in trees:
+        walls, cpus = [w for w, _ in timings[label]], [c for _, c in timings[label]]
+        each = ", ".join(f"{w:.2f}/{c:.2f}" for w, c in timings[label])
+        print(f"({label}: wall/CPU s each start: {each})")
+        line(f"start-up, {length:,} receipts, {claims:,} claims, from a checkpoint"
+             + ("" if label == "this tree" else f" [{label}]"),
+             f"{statistics.median(walls):.2f} s", "<= 10 s" if label == "this tree" else "this tree / it",
+             statistics.median(walls) / 10 if label == "this tree" else mine / statistics.median(walls))
         # on a loaded shared box the wall clock waits for cores: what the start itself costs
-        line("  its CPU (user + system) until serving", f"{cpu:.2f} s", "", None)
+        line("  its CPU (user + system) until serving", f"{statistics.median(cpus):.2f} s", "", None)
 
 
 BUILT = "built"   # in a --ledger-dir: "receipts claims seconds" once its ledger is complete
