@@ -102,7 +102,10 @@ class Bridge:
                 elif job.state in STARTED:
                     self._started(job, current)
                 elif job.state in DONE and current:
-                    self._release(job.key, current, f"its job is {job.state}")
+                    # COMPLETING is also a requeue on its way (the prolog's or ours): what never ran keeps
+                    # its place in Pool's queue, as EpilogSlurmctld leaves it
+                    ended = [c for c in current if c.state == ADMITTED] if job.state == "COMPLETING" else current
+                    self._release(job.key, ended, f"its job is {job.state}")
             except (SlurmError, PoolError) as exc:
                 log.warning("job %s: %s", job.key, exc)
         if submits:

@@ -202,7 +202,10 @@ def test_a_job_released_by_hand_without_admission_is_held_again(governed):
         seen.add(shown["JobState"])
         return shown["JobState"] == "PENDING" and shown["Priority"] == "0" and (
             "held again by Pool" in shown.get("AdminComment", "") or int(shown.get("Restarts", 0)) >= 1)
+    wake = g.cluster.dir / "wake"   # job_submit.lua touches it for each job it holds and each release
+    touched = wake.stat().st_mtime_ns
     g.run("scontrol", "release", waiting)
+    assert wake.stat().st_mtime_ns != touched
     # the release wakes the bridge (job_submit.lua), which holds it again; should slurmctld's next pass
     # (within a second) come first, the prolog requeues and holds it: not RUNNING either way
     wait_for("the job to be held again", held_again, 20)
