@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 
 import grpc
 import pytest
@@ -167,3 +168,49 @@ def test_the_checkpoint_cadence_counts_from_the_last_checkpoint_in_the_ledger(cl
         store.close()
     assert at is not None, "no checkpoint"
     assert length - (at + 1) < 10
+
+
+IDLE_POLICY = """
+[idle]
+window_ns = 2_000_000_000
+[[idle.thresholds]]
+device_kind = "NVIDIA H200"
+uw = 200_000_000
+"""
+
+
+def test_an_idle_claim_reclaimed_by_id_is_settled_once_however_often_the_reclaim_is_sent(cluster):
+    """Reclaim naming its claims (claim_ids), through pool_client, sent again
+    after an unknown outcome: the scheduler was killed once the first was
+    durable, so the client never read its answer. The named idle claim is
+    settled once, RECLAIMED; every sending answers it and the second records
+    nothing; a busy claim named with it is left admitted."""
+    s = cluster(extra=IDLE_POLICY)
+    s.register("w1", gpus=2)
+    client = s.as_principal("operator").library(timeout=30)
+    devices = {}
+    for claim_id, tenant in (("parked", "alpha"), ("working", "beta")):   # a GPU within each one's guarantee
+        status = client.submit(claim_id=claim_id, tenant=tenant, resources=types_pb2.Resources(gpu_mdev=1000),
+                               estimate_uj=J)
+        assert status.state == types_pb2.ADMITTED, status
+        (devices[claim_id],) = status.devices_mdev
+    now, second = time.time_ns(), 1_000_000_000
+    # 3 s of each GPU: the parked one at 1 W (below the 200 W threshold), the working one at 500 W
+    s.stream("w1", [agent_pb2.Window(device_id=devices[c], seq=i + 1, start_ns=now - 3 * second, end_ns=now,
+                                     uj=watts * 3 * J, grade=types_pb2.GRADE_HW_SHUNT)
+                    for i, (c, watts) in enumerate((("parked", 1), ("working", 500)))])
+    wait_for("the parked claim to be judged idle",
+             lambda: list(client.reclamation_order().order) == ["parked"])
+    head = lambda: client.ledger_head().length  # noqa: E731
+    request = ops_pb2.ReclaimRequest(claim_ids=["parked", "working"])
+    before = head()
+    assert list(client.reclaim(request).reclaimed) == ["parked"]
+    assert head() == before + 1, "one settlement"
+    s.kill()   # the answer is lost with the scheduler: the client cannot know whether it was done
+    s.start()
+    length = head()
+    again = client.reclaim(request)   # what a client does with an unknown outcome: the same request again
+    assert list(again.reclaimed) == ["parked"]
+    assert head() == length, "the second sending recorded nothing"
+    assert client.get(claim_id="parked").state == types_pb2.RECLAIMED
+    assert client.get(claim_id="working").state == types_pb2.ADMITTED
