@@ -45,17 +45,20 @@ import asyncio
 import os
 import shlex
 import shutil
+import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import grpc
 
-from e2e import (GPUS, TENANTS, FakeAgent, closed_loop, configure, cpu_seconds, ms, registration, scheduler,
+from e2e import (BIN, GPUS, TENANTS, FakeAgent, closed_loop, configure, cpu_seconds, ms, registration, scheduler,
                  timed)  # bench/e2e.py
-from ledger import line                                                        # bench/ledger.py
+from ledger import fresh_schema, line                                                       # bench/ledger.py
 from protos.pool.v1 import claims_pb2, claims_pb2_grpc, types_pb2
 from scheduler import kernel
 from scheduler.kernel import ClaimSpec, Resources, WorkerRegistered
@@ -234,6 +237,8 @@ def main() -> None:
                         help="another checkout (e.g. a git worktree of an older commit) whose start-up is timed "
                              "on the same ledger, alternating with this tree's")
     parser.add_argument("--rounds", type=int, default=1, help="starts of each tree (the figure is the median)")
+    parser.add_argument("--postgres", metavar="DSN", help="also: the start-up ledger copied into a new schema of "
+                        "this PostgreSQL database, a leader's start-up and a standby's catch-up on it")
     args = parser.parse_args()
     depths = () if args.startup_only else (0, 1_000, 10_000) if args.quick else (0, 1_000, 10_000, 100_000)
     seconds = 3.0 if args.quick else 8.0
@@ -290,6 +295,8 @@ def startup(args: argparse.Namespace) -> None:
                 with scheduler(workdir, env=env) as (_, pid):   # Popen to SERVING, as an operator waits for it
                     timings[label].append((time.perf_counter() - start, cpu_seconds(pid)))
                 shutil.rmtree(workdir)
+        if args.postgres:
+            on_postgres(Path(tmp), source, args.postgres, f"{length:,} receipts, {claims:,} claims")
     if built_s is not None:
         print(f"(start-up ledger built in {built_s:.0f} s)")
     mine = statistics.median(wall for wall, _ in timings["this tree"])
@@ -303,6 +310,72 @@ def startup(args: argparse.Namespace) -> None:
              statistics.median(walls) / 10 if label == "this tree" else mine / statistics.median(walls))
         # on a loaded shared box the wall clock waits for cores: what the start itself costs
         line("  its CPU (user + system) until serving", f"{statistics.median(cpus):.2f} s", "", None)
+
+
+COPY = 5000   # receipts per transaction when the ledger is copied into PostgreSQL
+STANDING_BY = "standby: following the ledger"   # logged once its first replay is done (service/leader.py)
+
+
+def to_postgres(source: Path, dsn: str) -> str:
+    """The SQLite ledger in `source` copied receipt for receipt (the same signed
+    bytes) into a new schema of `dsn`; that schema's DSN."""
+    from scheduler.ledger.postgres import PostgresStore   # psycopg only when asked for
+    schema = fresh_schema(dsn)
+    store = PostgresStore(schema, create=True)
+    ledger = sqlite3.connect(f"{(source / 'ledger.sqlite').resolve().as_uri()}?mode=ro", uri=True)
+    at = 0
+    while rows := ledger.execute("SELECT kind, raw FROM receipts WHERE seq >= ? AND seq < ? ORDER BY seq",
+                                 (at, at + COPY)).fetchall():
+        store.append(at, rows)
+        at += len(rows)
+    ledger.close()
+    store.close()
+    return schema
+
+
+def on_postgres(tmp: Path, source: Path, dsn: str, size: str) -> None:
+    """The same ledger in PostgreSQL: a scheduler started alone (it leads:
+    Popen to SERVING), then a second one started beside it, which stands by:
+    Popen to the end of its first replay (its log's STANDING_BY line), after
+    which it follows the leader's receipts as they come."""
+    copied = time.perf_counter()
+    schema = to_postgres(source, dsn)
+    print(f"(copied into PostgreSQL in {time.perf_counter() - copied:.0f} s)")
+
+    def shared(workdir: Path) -> Callable[[], None]:
+        def edit() -> None:   # configure() wrote a SQLite scheduler.toml: point it at the schema, log at info
+            path = workdir / "scheduler.toml"
+            text = path.read_text().replace('log_level = "warning"', 'log_level = "info"')
+            path.write_text(text.replace("[ledger]\n", f'[ledger]\nstore = "postgresql"\ndsn = "{schema}"\n'))
+        return edit
+
+    leader, standby = tmp / "leader", tmp / "standby"
+    for workdir in (leader, standby):
+        shutil.copytree(source, workdir, ignore=shutil.ignore_patterns("ledger.sqlite*", "scheduler.log", BUILT))
+    start = time.perf_counter()
+    with scheduler(leader, prepare=shared(leader)) as (_, pid):
+        serving, cpu = time.perf_counter() - start, cpu_seconds(pid)
+        configure(standby)
+        shared(standby)()
+        log = standby / "scheduler.log"
+        with open(log, "w") as out:
+            start = time.perf_counter()
+            process = subprocess.Popen([str(BIN / "pool-scheduler"), "--config", str(standby / "scheduler.toml")],
+                                       stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            try:
+                while STANDING_BY not in log.read_text() and process.poll() is None \
+                        and time.perf_counter() - start < 120:
+                    time.sleep(0.05)
+                standing_by, standby_cpu = time.perf_counter() - start, cpu_seconds(process.pid)
+            finally:
+                process.terminate()
+                process.wait()
+        if STANDING_BY not in log.read_text():
+            raise SystemExit(f"the standby never stood by:\n{log.read_text()}")
+    line(f"PostgreSQL: leader start-up, {size}", f"{serving:.2f} s", "<= 10 s", serving / 10)
+    line("  its CPU (user + system) until serving", f"{cpu:.2f} s", "", None)
+    line(f"PostgreSQL: a standby caught up, {size}", f"{standing_by:.2f} s", "<= 10 s", standing_by / 10)
+    line("  its CPU (user + system) until then", f"{standby_cpu:.2f} s", "", None)
 
 
 BUILT = "built"   # in a --ledger-dir: "receipts claims seconds" once its ledger is complete
