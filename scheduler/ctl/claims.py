@@ -60,13 +60,18 @@ def register(verbs: argparse._SubParsersAction) -> None:
     p = online_verb(verbs, "progress", "report a claim's cumulative completed units", _progress)
     p.add_argument("claim_id")
     p.add_argument("units", type=uint64)
+    p.add_argument("--tenant", default="", help="the claim's tenant, when tenants you reach share its id "
+                                                "(or write the claim TENANT/ID; docs/USER-GUIDE.md \"Names\")")
 
     p = online_verb(verbs, "release", "release a claim; its actual is what the agents measured", _release)
     p.add_argument("claim_id")
+    p.add_argument("--tenant", default="", help="the claim's tenant, when tenants you reach share its id "
+                                                "(or write the claim TENANT/ID; docs/USER-GUIDE.md \"Names\")")
 
     p = online_verb(verbs, "claims", "list claims like squeue (or one claim in full)", _list)
     p.add_argument("claim_id", nargs="?", help="show this claim in full")
-    p.add_argument("--tenant", default="", help="a tenant's subtree")
+    p.add_argument("--tenant", default="", help="a tenant's subtree; with CLAIM_ID: that claim's tenant, when "
+                                                "tenants you reach share its id (or write it TENANT/ID)")
     p.add_argument("--state", action="append", default=[], type=_state, metavar="STATE",
                    help=f"any case, repeatable or comma-separated: {', '.join(_STATES)}")
     p.add_argument("--worker", default="", help="claims placed on this host: those admitted there now, unless "
@@ -92,7 +97,7 @@ def register(verbs: argparse._SubParsersAction) -> None:
 
     p = online_verb(verbs, "watch", "stream a claim's (or a tenant's) state changes", _watch)
     target = p.add_mutually_exclusive_group(required=True)
-    target.add_argument("--claim")
+    target.add_argument("--claim", help="one claim (TENANT/ID when tenants you reach share its id)")
     target.add_argument("--tenant")
     p.add_argument("--count", type=uint64, default=0, help="stop after this many events (0: never)")
     p.add_argument("--history", action="store_true",
@@ -186,17 +191,18 @@ def _read_claims(lines: TextIO) -> list[claims_pb2.SubmitRequest]:
 
 
 def _progress(args: Any) -> int:
-    request = claims_pb2.ProgressRequest(claim_id=args.claim_id, completed_units=args.units)
+    request = claims_pb2.ProgressRequest(claim_id=args.claim_id, tenant=args.tenant, completed_units=args.units)
     return _show(args, call(_stub(args).Progress, request))
 
 
 def _release(args: Any) -> int:
-    return _show(args, call(_stub(args).Release, claims_pb2.ReleaseRequest(claim_id=args.claim_id)))
+    return _show(args, call(_stub(args).Release, claims_pb2.ReleaseRequest(claim_id=args.claim_id,
+                                                                            tenant=args.tenant)))
 
 
 def _list(args: Any) -> int:
     if args.claim_id:
-        doc = to_doc(call(_stub(args).Get, claims_pb2.GetClaimRequest(claim_id=args.claim_id)))
+        doc = to_doc(call(_stub(args).Get, claims_pb2.GetClaimRequest(claim_id=args.claim_id, tenant=args.tenant)))
         emit(args, doc, render_claim)
         return 0
     states = [s for group in args.state for s in group]

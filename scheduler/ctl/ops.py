@@ -30,6 +30,8 @@ def register(verbs: argparse._SubParsersAction) -> None:
                         "(--timeout is the connect timeout, as on every verb)")
     p = online_verb(verbs, "explain", "why a claim is (not) admitted", _explain)
     p.add_argument("claim_id")
+    p.add_argument("--tenant", default="", help="the claim's tenant, when tenants you reach share its id "
+                                                "(or write the claim TENANT/ID; docs/USER-GUIDE.md \"Names\")")
     p = online_verb(verbs, "splits", "per-tenant joule splits by device and window", _splits)
     p.add_argument("--tenant", default="")
     p.add_argument("--since", type=uint64, default=0, metavar="UNIX_NS")
@@ -138,7 +140,8 @@ def render_workers(doc: dict) -> str:
 # -- explain ------------------------------------------------------------------
 
 def _explain(args: Any) -> int:
-    emit(args, _ask(args, "Explain", ops_pb2.ExplainRequest(claim_id=args.claim_id)), render_explain)
+    emit(args, _ask(args, "Explain", ops_pb2.ExplainRequest(claim_id=args.claim_id, tenant=args.tenant)),
+         render_explain)
     return 0
 
 

@@ -32,6 +32,14 @@ def name_error(value: object) -> str | None:
     return None
 
 
+def own_name(key: str, tenant: str) -> str:
+    """The id within a claim's or gang's key (docs/RULES.md §names): the key is
+    `TENANT/ID` with the claim's own tenant, or (a ledger older than names per
+    tenant) the id alone. Anything else is returned whole, and fails name_error."""
+    prefix = tenant + "/"
+    return key[len(prefix):] if key.startswith(prefix) else key
+
+
 def fits_no_worker(workers: Iterable[Worker], spec: ClaimSpec) -> bool:
     """No worker could take the claim even empty, live and uncordoned (RULES §5's checks,
     placement.check_worker). Stops at the first that could: usually the first."""

@@ -10,7 +10,8 @@ from protos.energy import MDEV_PER_DEVICE
 
 from .estimates import hold_for
 from .events import ClaimSubmitted, Progress, Released
-from .limits import MAX_GANG_SIZE, MAX_GPU_TYPE_CHARS, MAX_GPU_TYPES, claim_never_fits, name_error
+from .limits import (MAX_GANG_SIZE, MAX_GPU_TYPE_CHARS, MAX_GPU_TYPES, claim_never_fits, name_error,
+                     own_name)
 from .reasons import ClaimState, ErrorCode, KernelError
 from .snapshot import Claim, ClaimSpec, ClusterState, admitted_ids
 
@@ -24,7 +25,8 @@ def _invalid(field: str, message: str) -> KernelError:
 def _spec_error(spec: ClaimSpec) -> KernelError | None:
     req = spec.resources
     for field, value in (("claim_id", spec.claim_id), ("gang_id", spec.gang_id), ("work_class", spec.work_class)):
-        problem = name_error(value) if value or field == "claim_id" else None
+        # a key: the tenant's own name for it, the tenant before a '/' (docs/RULES.md §names)
+        problem = name_error(own_name(value, spec.tenant)) if value or field == "claim_id" else None
         if problem:
             return _invalid(field, f"{field} {problem}")
     for name in ("cpu_millis", "memory_mb", "disk_mb", "gpu_mdev"):

@@ -50,8 +50,9 @@ from protos.pool.v1 import ops_pb2
 from scheduler.kernel import ClusterState
 from scheduler.service.config import HEALTH_BUDGET
 from scheduler.service.errors import Refused
+from scheduler.service.names import resolve
 from scheduler.service.limits import Admission
-from scheduler.service.principal import INSECURE, Principal, set_caller
+from scheduler.service.principal import INSECURE, Principal, in_reach, set_caller
 
 ANYONE = "*"   # a row for any caller the TLS layer let in (health probes), principal or not
 
@@ -77,12 +78,6 @@ def rule(roles: str, scope: Scope | None = None, reply: Scope | None = None, wri
 
 
 # -- scopes --------------------------------------------------------------------
-
-def in_reach(principal: Principal, state: ClusterState, tenant: str) -> bool:
-    """A tenant node inside one of the principal's subtrees."""
-    tree = state.tree
-    return tree is not None and tenant in tree.nodes and not set(tree.path(tenant)).isdisjoint(principal.tenants)
-
 
 def _out_of_scope(principal: Principal, what: str) -> Refused:
     return Refused("OUT_OF_SCOPE", f"{principal.name} may act only in {', '.join(principal.tenants)}: {what}")
@@ -113,27 +108,31 @@ def tenant_filter(name: str) -> Scope:
     return Scope("tenant", narrow, f"{name} in the caller's subtrees; empty: the caller's one subtree")
 
 
-def claim_field(name: str) -> Scope:
-    """The existing claim named by request.<name> belongs to the caller's
-    subtrees. Another tenant's claim is answered exactly as an unknown id is
-    (UNKNOWN_CLAIM, "no claim 'ID'"), so that a tenant cannot learn which ids
-    others use; an unknown id is left to the handler."""
+def claim_field(name: str, tenant: str = "tenant") -> Scope:
+    """The claim named by request.<name> (with request.<tenant>) is found among
+    the caller's subtrees' claims (names.resolve: docs/RULES.md §names). Another
+    tenant's claim is not among them, so it is answered exactly as an unknown
+    id is (UNKNOWN_CLAIM, "no claim 'ID'"): a tenant cannot learn which ids
+    others use, and its own ids never meet theirs."""
     def narrow(principal: Principal, request: Any, state: ClusterState) -> Any:
-        claim = state.claim(getattr(request, name))
-        if claim is not None and not in_reach(principal, state, claim.tenant):
-            raise Refused("UNKNOWN_CLAIM", f"no claim {claim.claim_id!r}")
+        resolve(state, getattr(request, name), getattr(request, tenant), principal)
         return request
     return Scope("tenant", narrow, f"the claim named by {name} is in the caller's subtrees (another's: as unknown)")
 
 
-def held_claim(name: str) -> Scope:
-    """The claim named by request.<name> is one the scheduler holds, in the
-    caller's subtrees: a claim compacted away (or never submitted) has no
-    tenant left to check against, so a tenant cannot name it."""
+def held_claim(name: str, tenant: str = "tenant") -> Scope:
+    """The claim named by request.<name> (with request.<tenant>) is one the
+    scheduler holds, in the caller's subtrees: a claim compacted away (or
+    never submitted) has no tenant left to check against, so a tenant cannot
+    name it."""
     def narrow(principal: Principal, request: Any, state: ClusterState) -> Any:
-        claim = state.claim(getattr(request, name))
-        if claim is None or not in_reach(principal, state, claim.tenant):   # another's: as one not held
-            raise _out_of_scope(principal, f"claim {getattr(request, name)!r} is not one the scheduler holds")
+        try:
+            resolve(state, getattr(request, name), getattr(request, tenant), principal)
+        except Refused as refusal:   # another's: as one not held
+            if refusal.code != "UNKNOWN_CLAIM":
+                raise
+            raise _out_of_scope(principal, f"claim {getattr(request, name)!r} is not one the scheduler holds") \
+                from None
         return request
     return Scope("tenant", narrow, f"the claim named by {name} is one the scheduler holds, in the caller's subtrees")
 
@@ -149,7 +148,7 @@ def each_spec(name: str) -> Scope:
 
 def watch_target(principal: Principal, request: Any, state: ClusterState) -> Any:
     if request.WhichOneof("target") == "claim_id":
-        return claim_field("claim_id").narrow(principal, request, state)
+        return claim_field("claim_id", "claim_tenant").narrow(principal, request, state)
     return tenant_filter("tenant").narrow(principal, request, state)
 
 

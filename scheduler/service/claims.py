@@ -18,7 +18,7 @@ from protos.pool.v1 import claims_pb2, claims_pb2_grpc, types_pb2
 from scheduler import kernel
 from scheduler.kernel import Claim, ClaimState, ClusterState, Reason
 from scheduler.kernel.fast.edit import Edit
-from scheduler.service import convert, pages
+from scheduler.service import convert, names, pages
 from scheduler.service.config import Limits
 from scheduler.service.committed import Committed
 from scheduler.service.engine import Change, Engine
@@ -59,11 +59,11 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
         engine.listen(lambda change: self.open.changed(self.engine.read().state, change.claims))
 
     def status(self, claim_id: str, committed: Committed | None = None) -> claims_pb2.ClaimStatus:
-        """A claim as the committed state has it (UNKNOWN_CLAIM if it has none)."""
+        """A claim as the committed state has it, by its key (names.py; UNKNOWN_CLAIM if it has none)."""
         committed = committed or self.engine.read()
         claim = committed.state.claim(claim_id)
         if claim is None:
-            raise Refused("UNKNOWN_CLAIM", f"no claim {claim_id!r}")
+            raise Refused("UNKNOWN_CLAIM", f"no claim {names.bare(claim_id)!r}")
         reason = kernel.headline(claim, committed.pending_reason.get(claim_id, Reason.REASON_UNSPECIFIED))
         status = convert.claim_status(claim, committed.claim_seq.get(claim_id, 0), reason,
                                       kernel.queue_position(committed.state, claim))
@@ -73,47 +73,49 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
 
     @guarded
     async def Submit(self, request, context):
-        [refusal] = await self._submit([request])
-        if refusal is not None:
-            raise refusal
-        return self.status(request.claim_id)
+        [answer] = await self._submit([request])
+        if isinstance(answer, Refused):
+            raise answer
+        return self.status(answer)
 
     @guarded
     async def SubmitMany(self, request, context):
         if len(request.claims) > SUBMIT_MANY_MAX:
             raise Refused("INVALID_ARGUMENT", f"claims: at most {SUBMIT_MANY_MAX} claims per call, "
                                               f"got {len(request.claims)}")
-        refusals = await self._submit(request.claims)
-        for refusal in filter(None, refusals):
-            self.engine.on_refused(refusal.code)
+        answers = await self._submit(request.claims)
+        for refusal in answers:
+            if isinstance(refusal, Refused):
+                self.engine.on_refused(refusal.code)
         committed = self.engine.read()
         return claims_pb2.SubmitManyResponse(results=[
-            claims_pb2.SubmitResult(status=self.status(claim.claim_id, committed)) if refusal is None else
-            claims_pb2.SubmitResult(refused=claims_pb2.Refusal(code=types_pb2.ErrorCode.Value(refusal.code),
-                                                               message=str(refusal)))
-            for claim, refusal in zip(request.claims, refusals)])
+            claims_pb2.SubmitResult(status=self.status(answer, committed)) if not isinstance(answer, Refused) else
+            claims_pb2.SubmitResult(refused=claims_pb2.Refusal(code=types_pb2.ErrorCode.Value(answer.code),
+                                                               message=str(answer)))
+            for answer in answers])
 
-    async def _submit(self, requests) -> list[Refused | None]:
+    async def _submit(self, requests) -> list[Refused | str]:
         """The one door for submissions: check each request in order against
         the latest state with the accepted ones before it added, decide the
         accepted ones together (one pass, one group commit), and return once
-        every answer is durable; per request, None or why it was refused."""
+        every answer is durable; per request, the claim's key (names.py) or
+        why it was refused."""
         now = time.time_ns()
         accepted: list[kernel.ClaimSubmitted] = []
-        refusals: list[Refused | None] = []
+        answers: list[Refused | str] = []
         try:
-            await self.engine.decide(lambda latest: self._accepted(latest.kernel, requests, now, accepted, refusals),
+            await self.engine.decide(lambda latest: self._accepted(latest.kernel, requests, now, accepted, answers),
                                      now)
         finally:   # a decision that did not go through leaves its claims uncounted again
             self.open.changed(self.engine.read().state, (a.spec.claim_id for a in accepted))
-        return refusals
+        return answers
 
     def _accepted(self, state: kernel.ClusterState, requests, now: int, accepted: list[kernel.ClaimSubmitted],
-                  refusals: list[Refused | None]) -> list[kernel.ClaimSubmitted]:
+                  answers: list[Refused | str]) -> list[kernel.ClaimSubmitted]:
         """The submissions among `requests` the latest `state` accepts, in
         order, each checked with the accepted ones before it added (into
-        `accepted`), and per request None or why it was refused (into
-        `refusals`)."""
+        `accepted`), and per request its key or why it was refused (into
+        `answers`)."""
         # the states checked against are this loop's own, thrown away after it (decide applies
         # the accepted claims again, to the engine's state): one edit batch, each path copied
         # once, and nothing applied after the last request (a lone Submit applies nothing here)
@@ -121,13 +123,14 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
         with Edit():
             for at, request in enumerate(requests):
                 try:
-                    answer = checked(kernel.submit(state, convert.spec_from(request), now))
+                    spec = names.spec(state, convert.spec_from(request))
+                    answer = checked(kernel.submit(state, spec, now))
                     if isinstance(answer, kernel.ClaimSubmitted):
                         self._admit_submission(answer.spec.tenant)
                 except Refused as refusal:
-                    refusals.append(refusal)
+                    answers.append(refusal)
                     continue
-                refusals.append(None)
+                answers.append(spec.claim_id)
                 if isinstance(answer, kernel.ClaimSubmitted):   # else an identical resubmission: its original answer
                     if at < last:
                         state = kernel.apply(state, answer)
@@ -166,9 +169,10 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
             raise Refused("INVALID_ARGUMENT", f"claims: at most {SUBMIT_MANY_MAX} claims per plan, "
                                               f"got {len(request.claims)}")
         self._charge_submissions(len(request.claims))   # a plan costs the decisions a submission does
-        now, planned = time.time_ns(), [r.claim_id for r in request.claims]
+        now = time.time_ns()
         latest, decision = self.engine.preview(lambda latest: _planned(latest.kernel, request.claims, now), now)
         live = latest.kernel
+        planned = [names.spec(live, convert.spec_from(r)).claim_id for r in request.claims]
         state = decision.state if decision else live
         # why a planned claim would wait: its verdict on the state the decision leaves, as Get would say
         reasons = kernel.PendingReasons(state)
@@ -182,8 +186,8 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
                 status.submitted_ns = status.admitted_ns = 0
             answer.claims.append(status)
             if claim.state is ClaimState.PENDING:
-                answer.explanations.append(pages.cap_workers(convert.explanation(kernel.explain(state, claim_id, now)),
-                                                             PLAN_WORKERS))
+                answer.explanations.append(pages.cap_workers(
+                    convert.explanation(kernel.explain(state, claim_id, now), claim.tenant), PLAN_WORKERS))
         for event in decision.events if decision else ():
             if isinstance(event, kernel.Preempted) and event.by_claim in planned:
                 answer.victims.append(convert.planned_victim(live.claims[event.claim_id], state.claims[event.by_claim]))
@@ -193,38 +197,43 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
     async def Progress(self, request, context):
         """The count is cumulative: a report of the count the claim already has
         records nothing and answers its status (so sending one again is safe)."""
+        named: list[str] = []   # the claim's key, as the latest state resolves the name
         await self.engine.record(lambda latest: [e for e in [checked(kernel.progress(
-            latest.kernel, request.claim_id, request.completed_units))] if e is not None], time.time_ns())
-        return self.status(request.claim_id)
+            latest.kernel, _named(latest.kernel, request, named), request.completed_units))] if e is not None],
+            time.time_ns())
+        return self.status(named[0])
 
     @guarded
     async def Release(self, request, context):
         """A Release sent again by the principal whose Release ended the claim
         (its first answer lost) answers the claim's status as the first would
         have; anyone else's, or a claim that ended otherwise, CLAIM_NOT_OPEN."""
-        now = time.time_ns()
+        now, named = time.time_ns(), []
         who = caller().name
-        await self.engine.decide(lambda latest: _released(latest, request.claim_id, who, now), now)
-        return self.status(request.claim_id)
+        await self.engine.decide(lambda latest: _released(latest, _named(latest.kernel, request, named), who, now),
+                                 now)
+        return self.status(named[0])
 
     @guarded
     async def Bind(self, request, context):
         """RULES §10 (kernel/binding.py): a claim bound to the devices its job was given."""
-        now, devices = time.time_ns(), tuple(request.device_ids)
+        now, devices, named = time.time_ns(), tuple(request.device_ids), []
         if request.dry_run:   # the binding the latest state would give, recorded nowhere
             latest = self.engine.preview(lambda latest: [], now)[0].kernel
-            event = checked(kernel.bind(latest, request.claim_id, devices))
+            key = _named(latest, request, named)
+            event = checked(kernel.bind(latest, key, devices))
             if event is None:
-                return self.status(request.claim_id)
-            claim = kernel.apply(latest, event).claims[request.claim_id]
+                return self.status(key)
+            claim = kernel.apply(latest, event).claims[key]
             return convert.claim_status(claim, 0, kernel.headline(claim), 0)
-        await self.engine.decide(lambda latest: [e for e in [checked(kernel.bind(latest.kernel, request.claim_id,
-                                                                                 devices))] if e is not None], now)
-        return self.status(request.claim_id)
+        await self.engine.decide(lambda latest: [e for e in [checked(kernel.bind(
+            latest.kernel, _named(latest.kernel, request, named), devices))] if e is not None], now)
+        return self.status(named[0])
 
     @guarded
     async def Get(self, request, context):
-        return self.status(request.claim_id)
+        committed = self.engine.read()
+        return self.status(_named(committed.state, request), committed)
 
     @guarded
     async def List(self, request, context):
@@ -258,9 +267,9 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
             if request.resume_from > committed.length:
                 raise Refused("INVALID_ARGUMENT", f"resume_from: {request.resume_from} is past the ledger's "
                                                   f"length {committed.length}")
-            one = request.claim_id if request.WhichOneof("target") == "claim_id" else None
-            if one is not None:
-                self.status(one, committed)   # UNKNOWN_CLAIM
+            one = None
+            if request.WhichOneof("target") == "claim_id":
+                one = names.resolve(committed.state, request.claim_id, request.claim_tenant, caller())
                 matches: Callable[[Claim], bool] = lambda c: c.claim_id == one  # noqa: E731
             else:
                 tenants = subtree(committed.state, request.tenant)
@@ -351,12 +360,21 @@ class Watcher:
         return event
 
 
+def _named(state: kernel.ClusterState, request, into: list[str] | None = None) -> str:
+    """The key of the claim a request names by its claim_id and tenant, in
+    the caller's reach (names.resolve); kept in `into` for the answer."""
+    key = names.resolve(state, request.claim_id, request.tenant, caller())
+    if into is not None:
+        into[:] = [key]
+    return key
+
+
 def _planned(state: kernel.ClusterState, requests, now: int) -> list[kernel.ClaimSubmitted]:
     """Plan's submissions, each checked on `state` with the ones before it added
     (an identical resubmission adds nothing: its current status is planned)."""
     first = []
     for r in requests:
-        answer = checked(kernel.submit(state, convert.spec_from(r), now))
+        answer = checked(kernel.submit(state, names.spec(state, convert.spec_from(r)), now))
         if isinstance(answer, kernel.ClaimSubmitted):
             state = kernel.apply(state, answer)
             first.append(answer)
@@ -366,8 +384,6 @@ def _planned(state: kernel.ClusterState, requests, now: int) -> list[kernel.Clai
 def _released(latest: ServiceState, claim_id: str, who: str, now: int) -> list[kernel.Event]:
     """Release's change on the latest state: none when `who` released the
     claim already (its first answer lost: the same answer again)."""
-    if latest.kernel.claim(claim_id) is None:
-        raise Refused("UNKNOWN_CLAIM", f"no claim {claim_id!r}")
     if latest.released_by.get(claim_id) == who:
         return []
     return [checked(kernel.release(latest.kernel, claim_id, now))]

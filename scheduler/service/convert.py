@@ -1,5 +1,6 @@
 """Kernel records <-> v1 messages. The kernel's enums share names and values
-with the wire enums, so an enum crosses as its integer."""
+with the wire enums, so an enum crosses as its integer. A claim's or gang's
+key crosses as its id, with the tenant beside it (names.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from scheduler.kernel import (Claim, ClaimSpec, ClaimVerdict, Device, Estimate, 
                               PreemptionPlan, Reason, Resources, TenantView, Tier, Worker, WorkerView, tier)
 from scheduler.service.config import WorkerOverride
 from scheduler.service.errors import Refused
+from scheduler.service.names import bare
 from scheduler.service.windows.projections import GapRecord, SplitRow
 
 
@@ -44,7 +46,7 @@ def spec_from(request: claims_pb2.SubmitRequest) -> ClaimSpec:
 
 def submit_request(spec: ClaimSpec) -> claims_pb2.SubmitRequest:
     request = claims_pb2.SubmitRequest(
-        claim_id=spec.claim_id, tenant=spec.tenant, gang_id=spec.gang_id, gang_size=spec.gang_size,
+        claim_id=bare(spec.claim_id), tenant=spec.tenant, gang_id=bare(spec.gang_id), gang_size=spec.gang_size,
         resources=resources(spec.resources), placement=int(spec.placement), work_class=spec.work_class,
         priority=spec.priority)
     if spec.estimate_uj is not None:
@@ -55,13 +57,13 @@ def submit_request(spec: ClaimSpec) -> claims_pb2.SubmitRequest:
 def claim_status(claim: Claim, ledger_seq: int, reason: Reason, queue_position: int) -> claims_pb2.ClaimStatus:
     """`reason` is the claim's headline (kernel.headline), `queue_position` its place if pending."""
     return claims_pb2.ClaimStatus(
-        claim_id=claim.claim_id, tenant=claim.tenant, state=int(claim.state), reason=int(reason),
+        claim_id=bare(claim.claim_id), tenant=claim.tenant, state=int(claim.state), reason=int(reason),
         hold_uj=claim.hold_uj, hold_grade=grade(claim.hold_grade),
         measured_uj=claim.settled_uj if claim.settled_ns else claim.measured_uj,
         measured_grade=grade(claim.settled_grade if claim.settled_ns else claim.measured_grade),
         completed_units=claim.completed_units, overrun=claim.overrun, worker=claim.worker,
         devices_mdev={d.device_id: d.mdev for d in claim.devices}, ledger_seq=ledger_seq,
-        gang_id=claim.spec.gang_id, priority=claim.spec.priority, borrowed=claim.borrowed,
+        gang_id=bare(claim.spec.gang_id), priority=claim.spec.priority, borrowed=claim.borrowed,
         request=submit_request(claim.spec), submitted_ns=claim.submitted_ns, admitted_ns=claim.admitted_ns,
         ended_ns=claim.settled_ns, queue_position=queue_position, borrowed_uj=claim.borrowed_uj, bound=claim.bound)
 
@@ -104,16 +106,17 @@ def tenant_node(v: TenantView) -> ops_pb2.TenantNode:
 def worker_status(v: WorkerView, live: bool, meters: list[types_pb2.DeviceMeter]) -> ops_pb2.WorkerStatus:
     return ops_pb2.WorkerStatus(
         worker=v.worker.worker_id, capacity=capacity(v.worker), reserved=resources(v.reserved),
-        available=resources(v.available), active_claims=v.active_claims, live=live, devices=meters,
+        available=resources(v.available), active_claims=map(bare, v.active_claims), live=live, devices=meters,
         exclusive=v.exclusive, cordoned=v.worker.cordoned,
         gpus=[ops_pb2.GpuFree(device_id=d.device_id, device_type=d.device_type, used_mdev=used,
                               free_mdev=max(0, MDEV_PER_DEVICE - used)) for d, used in v.gpus])
 
 
-def explanation(e: Explanation) -> ops_pb2.Explanation:
-    out = ops_pb2.Explanation(claim_id=e.claim_id, state=int(e.state), reason=int(e.reason),
+def explanation(e: Explanation, tenant: str) -> ops_pb2.Explanation:
+    """`tenant`: the explained claim's."""
+    out = ops_pb2.Explanation(claim_id=bare(e.claim_id), tenant=tenant, state=int(e.state), reason=int(e.reason),
                               queue_position=e.queue_position, worker=e.worker,
-                              devices_mdev={d.device_id: d.mdev for d in e.devices}, gang_member=e.gang_member,
+                              devices_mdev={d.device_id: d.mdev for d in e.devices}, gang_member=bare(e.gang_member),
                               gpu_types=e.gpu_types, bound=e.bound)
     for c in e.checks:
         check = out.checks.add(step=int(c.step), ok=c.ok, evaluated=c.evaluated, node=c.node,
@@ -131,7 +134,7 @@ def explanation(e: Explanation) -> ops_pb2.Explanation:
 
 
 def split_row(r: SplitRow) -> ops_pb2.SplitRow:
-    return ops_pb2.SplitRow(tenant=r.tenant, claim_id=r.claim_id, worker=r.worker, device_id=r.device_id,
+    return ops_pb2.SplitRow(tenant=r.tenant, claim_id=bare(r.claim_id), worker=r.worker, device_id=r.device_id,
                             start_ns=r.start_ns, end_ns=r.end_ns, uj=r.uj, grade=grade(Grade[r.grade]))
 
 
@@ -143,14 +146,15 @@ def gap(g: GapRecord) -> ops_pb2.Gap:
 
 def preemption(plan: PreemptionPlan) -> ops_pb2.PreemptionOrderResponse:
     return ops_pb2.PreemptionOrderResponse(
-        order=[ops_pb2.Victim(claim_id=v.claim_id, tenant=v.tenant, tier=int(v.tier), measured_uj=v.measured_uj,
+        order=[ops_pb2.Victim(claim_id=bare(v.claim_id), tenant=v.tenant, tier=int(v.tier), measured_uj=v.measured_uj,
                               completed_units=v.completed_units, priority=v.priority, admitted_seq=v.admitted_seq)
                for v in plan.order],
-        victims=plan.victims, reason=int(plan.reason))
+        victims=map(bare, plan.victims), reason=int(plan.reason))
 
 
-def claim_verdict(v: ClaimVerdict) -> ops_pb2.ClaimVerdict:
-    out = ops_pb2.ClaimVerdict(claim_id=v.claim_id, verdict=int(v.verdict), grade=grade(v.grade),
+def claim_verdict(v: ClaimVerdict, tenant: str) -> ops_pb2.ClaimVerdict:
+    """`tenant`: the claim's."""
+    out = ops_pb2.ClaimVerdict(claim_id=bare(v.claim_id), tenant=tenant, verdict=int(v.verdict), grade=grade(v.grade),
                                threshold_uw=v.threshold_uw, held_mdev=v.held_mdev, observed_ns=v.observed_ns)
     if v.mean_uw is not None:
         out.mean_uw = v.mean_uw
@@ -174,6 +178,7 @@ def planned_victim(victim: Claim, by: Claim) -> claims_pb2.PlannedVictim:
     measured = tier(victim) is Tier.MEASURED
     why += (f"; measured: {victim.measured_uj} µJ for {victim.completed_units} units, worst per unit first"
             if measured else "; unmeasured: lowest priority, most recently admitted first")
-    return claims_pb2.PlannedVictim(claim_id=victim.claim_id, tenant=victim.tenant, for_claim=by.claim_id, why=why,
+    return claims_pb2.PlannedVictim(claim_id=bare(victim.claim_id), tenant=victim.tenant, for_claim=bare(by.claim_id),
+                                    why=why,
                                     tier=int(tier(victim)), measured_uj=victim.measured_uj,
                                     completed_units=victim.completed_units, priority=victim.spec.priority)

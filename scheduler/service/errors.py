@@ -46,6 +46,7 @@ STATUS = {
     "TOO_MANY_OPEN_CLAIMS": grpc.StatusCode.RESOURCE_EXHAUSTED,
     "PRINCIPAL_LIMIT": grpc.StatusCode.RESOURCE_EXHAUSTED,
     "SERVICE_BUSY": grpc.StatusCode.RESOURCE_EXHAUSTED,
+    "AMBIGUOUS_CLAIM": grpc.StatusCode.INVALID_ARGUMENT,
 }
 MESSAGE_CHARS = 1_000   # a refusal quotes at most this much: it may echo a hostile field
 

@@ -26,6 +26,7 @@ from protos.pool.v1 import claims_pb2, types_pb2
 from scheduler import kernel
 from scheduler.kernel import Claim, ClaimState, Reason
 from scheduler.service.committed import Committed
+from scheduler.service.names import bare
 
 _PENDING, _REFUSED = ClaimState.PENDING, ClaimState.REFUSED
 _UNSPECIFIED = Reason.REASON_UNSPECIFIED
@@ -99,7 +100,7 @@ class Listing:
             else:
                 reason = kernel.headline(claim)
             status = claims_pb2.ClaimStatus(
-                claim_id=claim_id, tenant=spec.tenant, state=state, reason=reason, hold_uj=claim.hold_uj,
+                claim_id=bare(claim_id), tenant=spec.tenant, state=state, reason=reason, hold_uj=claim.hold_uj,
                 ledger_seq=key[0], request=_request(spec), submitted_ns=claim.submitted_ns,
                 queue_position=positions.get(claim_id, 0))
             if claim.hold_grade is not None:
@@ -130,7 +131,7 @@ class Listing:
                 status.borrowed = True
                 status.borrowed_uj = claim.borrowed_uj
             if spec.gang_id:
-                status.gang_id = spec.gang_id
+                status.gang_id = bare(spec.gang_id)
             if spec.priority:
                 status.priority = spec.priority
             if key[1]:
@@ -145,14 +146,14 @@ class Listing:
 def _request(spec: kernel.ClaimSpec) -> claims_pb2.SubmitRequest:
     """convert.submit_request, with only the fields that are set."""
     r = spec.resources
-    request = claims_pb2.SubmitRequest(claim_id=spec.claim_id, tenant=spec.tenant, placement=spec.placement,
+    request = claims_pb2.SubmitRequest(claim_id=bare(spec.claim_id), tenant=spec.tenant, placement=spec.placement,
                                        resources=types_pb2.Resources(
                                            cpu_millis=r.cpu_millis, memory_mb=r.memory_mb, disk_mb=r.disk_mb,
                                            gpu_mdev=r.gpu_mdev, gpu_types=r.gpu_types))
     if spec.estimate_uj is not None:
         request.estimate_uj = spec.estimate_uj
     if spec.gang_id:
-        request.gang_id = spec.gang_id
+        request.gang_id = bare(spec.gang_id)
         request.gang_size = spec.gang_size
     if spec.work_class:
         request.work_class = spec.work_class

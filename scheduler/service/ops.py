@@ -16,7 +16,7 @@ from protos.pool.v1 import ops_pb2, ops_pb2_grpc
 from scheduler import kernel
 from scheduler.ledger.witness import WitnessRejected
 from scheduler.ledger.writer import GroupCommitWriter
-from scheduler.service import convert, pages
+from scheduler.service import convert, names, pages
 from scheduler.service.config import Limits
 from scheduler.service.agents import AgentServicer
 from scheduler.service.claims import subtree
@@ -79,8 +79,10 @@ class OperationsServicer(ops_pb2_grpc.OperationsServicer):
 
     @guarded
     async def Explain(self, request, context):
-        return pages.cap_workers(convert.explanation(checked(kernel.explain(
-            self.engine.read().state, request.claim_id, time.time_ns()))), self.limits.page_size)
+        state = self.engine.read().state
+        key = names.resolve(state, request.claim_id, request.tenant, caller())
+        return pages.cap_workers(convert.explanation(checked(kernel.explain(state, key, time.time_ns())),
+                                                     state.claims[key].tenant), self.limits.page_size)
 
     @guarded
     async def Splits(self, request, context):
@@ -124,8 +126,10 @@ class OperationsServicer(ops_pb2_grpc.OperationsServicer):
     @guarded
     async def PreemptionOrder(self, request, context):
         size = pages.page_size(request.page_size, self.limits)
-        plan = checked(kernel.preemption_order(self.engine.read().state, request.for_claim_id or None,
-                                               time.time_ns()))
+        state = self.engine.read().state
+        key = names.resolve(state, request.for_claim_id, request.for_tenant, caller()) if request.for_claim_id \
+            else None
+        plan = checked(kernel.preemption_order(state, key, time.time_ns()))
         (order, victims), token = pages.slices(request.page_token, (plan.order, plan.victims), size)
         answer = convert.preemption(dataclasses.replace(plan, order=tuple(order), victims=tuple(victims)))
         answer.next_page_token = token
@@ -150,27 +154,38 @@ class OperationsServicer(ops_pb2_grpc.OperationsServicer):
         committed = self.engine.read()
         verdicts = self._verdicts(committed.state, committed.projections, committed.length)
         (page, order), token = pages.slices(request.page_token, (verdicts, kernel.reclamation_order(verdicts)), size)
-        return ops_pb2.ReclamationOrderResponse(verdicts=[convert.claim_verdict(v) for v in page], order=order,
+        claims = committed.state.claims
+        return ops_pb2.ReclamationOrderResponse(verdicts=[convert.claim_verdict(v, claims[v.claim_id].tenant)
+                                                          for v in page], order=map(names.bare, order),
                                                 window_ns=committed.state.idle.window_ns, next_page_token=token)
 
     @guarded
     async def Reclaim(self, request, context):
         """The reclamation order, or the claims named of it: each is settled
-        once. Naming them makes a second sending safe (ops.proto)."""
-        now, named, order = time.time_ns(), frozenset(request.claim_ids), []
+        once. Naming them makes a second sending safe (ops.proto). A name
+        nobody has is left alone like a claim not in the order; one several
+        tenants have is AMBIGUOUS_CLAIM (names.resolve)."""
+        now, order = time.time_ns(), []
+        named = {}   # key -> the name given
+        for given in request.claim_ids:
+            try:
+                named[names.resolve(self.engine.read().state, given, "", caller())] = given
+            except Refused as refusal:
+                if refusal.code != "UNKNOWN_CLAIM":
+                    raise
 
         def reclaimed(latest: ServiceState) -> list[kernel.Event]:
             # on the latest state, from every window folded so far
             ranked = kernel.reclamation_order(self._verdicts(latest.kernel, self.engine.observed,
                                                              self._writer.next_seq))
-            order.extend(c for c in ranked if not named or c in named)
+            order.extend(c for c in ranked if not request.claim_ids or c in named)
             return list(kernel.reclaim(latest.kernel, tuple(order), now))
 
         await self.engine.decide(reclaimed, now)
-        if not named:
-            return ops_pb2.ReclaimResponse(reclaimed=order)
+        if not request.claim_ids:
+            return ops_pb2.ReclaimResponse(reclaimed=map(names.bare, order))
         state = self.engine.read().state
-        return ops_pb2.ReclaimResponse(reclaimed=[c for c in request.claim_ids if (claim := state.claim(c))
+        return ops_pb2.ReclaimResponse(reclaimed=[given for key, given in named.items() if (claim := state.claim(key))
                                                   and claim.state is kernel.ClaimState.RECLAIMED])
 
     @guarded

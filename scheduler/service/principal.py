@@ -12,6 +12,8 @@ from __future__ import annotations
 from contextvars import ContextVar
 from dataclasses import dataclass
 
+from scheduler.kernel import ClusterState
+
 ROLES = ("tenant", "operator", "agent", "auditor", "witness")
 
 
@@ -57,3 +59,9 @@ def set_caller(principal: Principal):
 
 def reset_caller(token) -> None:
     _CALLER.reset(token)
+
+
+def in_reach(principal: Principal, state: ClusterState, tenant: str) -> bool:
+    """A tenant node inside one of the principal's subtrees."""
+    tree = state.tree
+    return tree is not None and tenant in tree.nodes and not set(tree.path(tenant)).isdisjoint(principal.tenants)

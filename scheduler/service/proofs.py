@@ -14,6 +14,7 @@ from scheduler.ledger.receipts import read_core
 from scheduler.ledger.steward import Steward
 from scheduler.ledger.witness import WitnessRejected
 from scheduler.service.engine import Engine, LedgerFailed
+from scheduler.service import names
 from scheduler.service.errors import Refused, guarded
 from scheduler.service.principal import caller
 
@@ -112,4 +113,15 @@ class ProofsServicer(proofs_pb2_grpc.ProofsServicer):
 
     @guarded
     async def ProveClaim(self, request, context):
-        return await asyncio.to_thread(claim_proof, self._steward, request.claim_id, request.since_size)
+        return await asyncio.to_thread(claim_proof, self._steward, self._key(request), request.since_size)
+
+    def _key(self, request) -> str:
+        """The key the claim's receipts record (names.py): resolved in the
+        caller's reach, or, for a claim the scheduler no longer holds, as
+        written (TENANT/ID with a tenant, else the id an older ledger keys by)."""
+        try:
+            return names.resolve(self.engine.read().state, request.claim_id, request.tenant, caller())
+        except Refused as refusal:
+            if refusal.code != "UNKNOWN_CLAIM":
+                raise
+        return names.key(request.tenant, request.claim_id) if request.tenant else request.claim_id

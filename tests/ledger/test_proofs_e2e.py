@@ -35,7 +35,8 @@ def test_a_tenant_proves_its_claims_admission_and_release_offline(cluster, tmp_p
 
     out = tmp_path / "proof.json"
     summary = alpha.json("ledger", "prove", "a1", "--out", str(out))
-    assert summary["cosigned"] and summary["pending"] == 0 and summary["proven"] == 3 and summary["claims"] == ["a1"]
+    assert summary["cosigned"] and summary["pending"] == 0 and summary["proven"] == 3
+    assert summary["claims"] == ["alpha/a1"]   # its key, as its receipts hold it (docs/LEDGER.md)
     # offline: no scheduler address, no certificate, no ledger
     offline = ["ledger", "check-proof", str(out), "--key", str(s.dir / "steward.pub"),
                "--witness-key", s.witness_vkey, "-o", "json"]
@@ -65,11 +66,11 @@ def test_a_tenant_proves_its_claims_admission_and_release_offline(cluster, tmp_p
     released_ns = next(r["time_ns"] for r in checked["receipts"] if r["kind"] == "released")
     subtree = tmp_path / "subtree.json"
     made = alpha.json("ledger", "prove", "--tenant", "alpha", "--since-ns", str(released_ns), "--out", str(subtree))
-    assert made["claims"] == ["a1", "a2"] and made["pending"] == 0
+    assert made["claims"] == ["alpha/a1", "alpha/a2"] and made["pending"] == 0
     whole = json.loads(s.as_principal(None).poolctl(
         "ledger", "check-proof", str(subtree), "--key", str(s.dir / "steward.pub"), "--witness-key",
         s.witness_vkey, "-o", "json").stdout)
-    assert whole["claims"] == ["a1", "a2"]
+    assert whole["claims"] == ["alpha/a1", "alpha/a2"]
     assert [r["kind"] for r in whole["receipts"]][:2] == ["released", "claim_submitted"]   # a1's last, a2's first
     assert all(r["time_ns"] >= released_ns for r in whole["receipts"])
     refused = alpha.poolctl("ledger", "prove", "--tenant", "beta", "--out", str(tmp_path / "b.json"), check=False)

@@ -341,7 +341,7 @@ def test_a_refusal_is_told_only_once_the_state_it_was_judged_on_is_durable(tmp_p
             outcome["fail"] = fail
             first = asyncio.ensure_future(claims.Release(claims_pb2.ReleaseRequest(claim_id=claim_id), Context()))
             await storing.wait()   # decided and queued; the store has not written it
-            assert latest(engine).claims[claim_id].state is kernel.ClaimState.RELEASED
+            assert latest(engine).claims[f"a/{claim_id}"].state is kernel.ClaimState.RELEASED   # keyed TENANT/ID
             again = asyncio.ensure_future(claims.Release(claims_pb2.ReleaseRequest(claim_id=claim_id), Context()))
             await waiting.wait()   # refused on the latest state, and waiting for it to be durable
             assert not again.done(), "the refusal waits for the release it was judged on"

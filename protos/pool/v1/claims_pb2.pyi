@@ -31,14 +31,16 @@ EVENT_RECLAIMED: ClaimEventKind
 EVENT_REFUSED: ClaimEventKind
 
 class BindRequest(_message.Message):
-    __slots__ = ("claim_id", "device_ids", "dry_run")
+    __slots__ = ("claim_id", "tenant", "device_ids", "dry_run")
     CLAIM_ID_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
     DEVICE_IDS_FIELD_NUMBER: _ClassVar[int]
     DRY_RUN_FIELD_NUMBER: _ClassVar[int]
     claim_id: str
+    tenant: str
     device_ids: _containers.RepeatedScalarFieldContainer[str]
     dry_run: bool
-    def __init__(self, claim_id: _Optional[str] = ..., device_ids: _Optional[_Iterable[str]] = ..., dry_run: _Optional[bool] = ...) -> None: ...
+    def __init__(self, claim_id: _Optional[str] = ..., tenant: _Optional[str] = ..., device_ids: _Optional[_Iterable[str]] = ..., dry_run: _Optional[bool] = ...) -> None: ...
 
 class SubmitRequest(_message.Message):
     __slots__ = ("claim_id", "tenant", "gang_id", "gang_size", "resources", "placement", "estimate_uj", "work_class", "priority")
@@ -91,24 +93,30 @@ class Refusal(_message.Message):
     def __init__(self, code: _Optional[_Union[_types_pb2.ErrorCode, str]] = ..., message: _Optional[str] = ...) -> None: ...
 
 class ProgressRequest(_message.Message):
-    __slots__ = ("claim_id", "completed_units")
+    __slots__ = ("claim_id", "tenant", "completed_units")
     CLAIM_ID_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
     COMPLETED_UNITS_FIELD_NUMBER: _ClassVar[int]
     claim_id: str
+    tenant: str
     completed_units: int
-    def __init__(self, claim_id: _Optional[str] = ..., completed_units: _Optional[int] = ...) -> None: ...
+    def __init__(self, claim_id: _Optional[str] = ..., tenant: _Optional[str] = ..., completed_units: _Optional[int] = ...) -> None: ...
 
 class ReleaseRequest(_message.Message):
-    __slots__ = ("claim_id",)
+    __slots__ = ("claim_id", "tenant")
     CLAIM_ID_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
     claim_id: str
-    def __init__(self, claim_id: _Optional[str] = ...) -> None: ...
+    tenant: str
+    def __init__(self, claim_id: _Optional[str] = ..., tenant: _Optional[str] = ...) -> None: ...
 
 class GetClaimRequest(_message.Message):
-    __slots__ = ("claim_id",)
+    __slots__ = ("claim_id", "tenant")
     CLAIM_ID_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
     claim_id: str
-    def __init__(self, claim_id: _Optional[str] = ...) -> None: ...
+    tenant: str
+    def __init__(self, claim_id: _Optional[str] = ..., tenant: _Optional[str] = ...) -> None: ...
 
 class ListClaimsRequest(_message.Message):
     __slots__ = ("tenant", "states", "page_size", "page_token")
@@ -131,16 +139,18 @@ class ListClaimsResponse(_message.Message):
     def __init__(self, claims: _Optional[_Iterable[_Union[ClaimStatus, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class WatchRequest(_message.Message):
-    __slots__ = ("claim_id", "tenant", "resume_from", "from_now")
+    __slots__ = ("claim_id", "tenant", "resume_from", "from_now", "claim_tenant")
     CLAIM_ID_FIELD_NUMBER: _ClassVar[int]
     TENANT_FIELD_NUMBER: _ClassVar[int]
     RESUME_FROM_FIELD_NUMBER: _ClassVar[int]
     FROM_NOW_FIELD_NUMBER: _ClassVar[int]
+    CLAIM_TENANT_FIELD_NUMBER: _ClassVar[int]
     claim_id: str
     tenant: str
     resume_from: int
     from_now: bool
-    def __init__(self, claim_id: _Optional[str] = ..., tenant: _Optional[str] = ..., resume_from: _Optional[int] = ..., from_now: _Optional[bool] = ...) -> None: ...
+    claim_tenant: str
+    def __init__(self, claim_id: _Optional[str] = ..., tenant: _Optional[str] = ..., resume_from: _Optional[int] = ..., from_now: _Optional[bool] = ..., claim_tenant: _Optional[str] = ...) -> None: ...
 
 class ClaimStatus(_message.Message):
     __slots__ = ("claim_id", "tenant", "state", "reason", "hold_uj", "hold_grade", "measured_uj", "measured_grade", "completed_units", "overrun", "worker", "devices_mdev", "ledger_seq", "gang_id", "priority", "borrowed", "request", "submitted_by", "released_by", "submitted_ns", "admitted_ns", "ended_ns", "queue_position", "borrowed_uj", "bound")

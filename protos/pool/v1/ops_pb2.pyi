@@ -139,10 +139,12 @@ class WorkersResponse(_message.Message):
     def __init__(self, workers: _Optional[_Iterable[_Union[WorkerStatus, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class ExplainRequest(_message.Message):
-    __slots__ = ("claim_id",)
+    __slots__ = ("claim_id", "tenant")
     CLAIM_ID_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
     claim_id: str
-    def __init__(self, claim_id: _Optional[str] = ...) -> None: ...
+    tenant: str
+    def __init__(self, claim_id: _Optional[str] = ..., tenant: _Optional[str] = ...) -> None: ...
 
 class EntitlementCheck(_message.Message):
     __slots__ = ("step", "ok", "evaluated", "node", "guarantee", "usage", "hold", "surplus", "limit", "grade", "detail", "reason")
@@ -207,7 +209,7 @@ class WorkerExplanation(_message.Message):
     def __init__(self, worker: _Optional[str] = ..., ok: _Optional[bool] = ..., reason: _Optional[_Union[_types_pb2.Reason, str]] = ..., fields: _Optional[_Iterable[_Union[FieldFigure, _Mapping]]] = ..., gpu_types: _Optional[_Iterable[str]] = ..., detail: _Optional[str] = ...) -> None: ...
 
 class Explanation(_message.Message):
-    __slots__ = ("claim_id", "state", "reason", "checks", "workers", "queue_position", "worker", "devices_mdev", "gang_member", "workers_omitted", "gpu_types", "bound")
+    __slots__ = ("claim_id", "tenant", "state", "reason", "checks", "workers", "queue_position", "worker", "devices_mdev", "gang_member", "workers_omitted", "gpu_types", "bound")
     class DevicesMdevEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -216,6 +218,7 @@ class Explanation(_message.Message):
         value: int
         def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     CLAIM_ID_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     CHECKS_FIELD_NUMBER: _ClassVar[int]
@@ -228,6 +231,7 @@ class Explanation(_message.Message):
     GPU_TYPES_FIELD_NUMBER: _ClassVar[int]
     BOUND_FIELD_NUMBER: _ClassVar[int]
     claim_id: str
+    tenant: str
     state: _types_pb2.ClaimState
     reason: _types_pb2.Reason
     checks: _containers.RepeatedCompositeFieldContainer[EntitlementCheck]
@@ -239,7 +243,7 @@ class Explanation(_message.Message):
     workers_omitted: int
     gpu_types: _containers.RepeatedScalarFieldContainer[str]
     bound: bool
-    def __init__(self, claim_id: _Optional[str] = ..., state: _Optional[_Union[_types_pb2.ClaimState, str]] = ..., reason: _Optional[_Union[_types_pb2.Reason, str]] = ..., checks: _Optional[_Iterable[_Union[EntitlementCheck, _Mapping]]] = ..., workers: _Optional[_Iterable[_Union[WorkerExplanation, _Mapping]]] = ..., queue_position: _Optional[int] = ..., worker: _Optional[str] = ..., devices_mdev: _Optional[_Mapping[str, int]] = ..., gang_member: _Optional[str] = ..., workers_omitted: _Optional[int] = ..., gpu_types: _Optional[_Iterable[str]] = ..., bound: _Optional[bool] = ...) -> None: ...
+    def __init__(self, claim_id: _Optional[str] = ..., tenant: _Optional[str] = ..., state: _Optional[_Union[_types_pb2.ClaimState, str]] = ..., reason: _Optional[_Union[_types_pb2.Reason, str]] = ..., checks: _Optional[_Iterable[_Union[EntitlementCheck, _Mapping]]] = ..., workers: _Optional[_Iterable[_Union[WorkerExplanation, _Mapping]]] = ..., queue_position: _Optional[int] = ..., worker: _Optional[str] = ..., devices_mdev: _Optional[_Mapping[str, int]] = ..., gang_member: _Optional[str] = ..., workers_omitted: _Optional[int] = ..., gpu_types: _Optional[_Iterable[str]] = ..., bound: _Optional[bool] = ...) -> None: ...
 
 class SplitsRequest(_message.Message):
     __slots__ = ("tenant", "since_ns", "device_id", "page_size", "page_token")
@@ -334,14 +338,16 @@ class SplitsResponse(_message.Message):
     def __init__(self, rows: _Optional[_Iterable[_Union[SplitRow, _Mapping]]] = ..., totals: _Optional[_Iterable[_Union[TenantTotal, _Mapping]]] = ..., devices: _Optional[_Iterable[_Union[DeviceTotal, _Mapping]]] = ..., gaps: _Optional[_Iterable[_Union[Gap, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class PreemptionOrderRequest(_message.Message):
-    __slots__ = ("for_claim_id", "page_size", "page_token")
+    __slots__ = ("for_claim_id", "for_tenant", "page_size", "page_token")
     FOR_CLAIM_ID_FIELD_NUMBER: _ClassVar[int]
+    FOR_TENANT_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     for_claim_id: str
+    for_tenant: str
     page_size: int
     page_token: str
-    def __init__(self, for_claim_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    def __init__(self, for_claim_id: _Optional[str] = ..., for_tenant: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class Victim(_message.Message):
     __slots__ = ("claim_id", "tenant", "tier", "measured_uj", "completed_units", "priority", "admitted_seq")
@@ -382,8 +388,9 @@ class ReclamationOrderRequest(_message.Message):
     def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class ClaimVerdict(_message.Message):
-    __slots__ = ("claim_id", "verdict", "mean_uw", "grade", "threshold_uw", "held_mdev", "observed_ns")
+    __slots__ = ("claim_id", "tenant", "verdict", "mean_uw", "grade", "threshold_uw", "held_mdev", "observed_ns")
     CLAIM_ID_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
     VERDICT_FIELD_NUMBER: _ClassVar[int]
     MEAN_UW_FIELD_NUMBER: _ClassVar[int]
     GRADE_FIELD_NUMBER: _ClassVar[int]
@@ -391,13 +398,14 @@ class ClaimVerdict(_message.Message):
     HELD_MDEV_FIELD_NUMBER: _ClassVar[int]
     OBSERVED_NS_FIELD_NUMBER: _ClassVar[int]
     claim_id: str
+    tenant: str
     verdict: _types_pb2.IdleVerdict
     mean_uw: int
     grade: _types_pb2.Grade
     threshold_uw: int
     held_mdev: int
     observed_ns: int
-    def __init__(self, claim_id: _Optional[str] = ..., verdict: _Optional[_Union[_types_pb2.IdleVerdict, str]] = ..., mean_uw: _Optional[int] = ..., grade: _Optional[_Union[_types_pb2.Grade, str]] = ..., threshold_uw: _Optional[int] = ..., held_mdev: _Optional[int] = ..., observed_ns: _Optional[int] = ...) -> None: ...
+    def __init__(self, claim_id: _Optional[str] = ..., tenant: _Optional[str] = ..., verdict: _Optional[_Union[_types_pb2.IdleVerdict, str]] = ..., mean_uw: _Optional[int] = ..., grade: _Optional[_Union[_types_pb2.Grade, str]] = ..., threshold_uw: _Optional[int] = ..., held_mdev: _Optional[int] = ..., observed_ns: _Optional[int] = ...) -> None: ...
 
 class ReclamationOrderResponse(_message.Message):
     __slots__ = ("verdicts", "order", "window_ns", "next_page_token")

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bprotos/pool/v1/proofs.proto\x12\x07pool.v1\"(\n\x14GetCheckpointRequest\x12\x10\n\x08old_size\x18\x01 \x01(\x04\"A\n\nCheckpoint\x12\x0c\n\x04note\x18\x01 \x01(\x0c\x12\x10\n\x08old_size\x18\x02 \x01(\x04\x12\x13\n\x0b\x63onsistency\x18\x03 \x03(\x0c\"%\n\x15\x41\x64\x64\x43osignatureRequest\x12\x0c\n\x04note\x18\x01 \x01(\x0c\"9\n\x11ProveClaimRequest\x12\x10\n\x08\x63laim_id\x18\x01 \x01(\t\x12\x12\n\nsince_size\x18\x02 \x01(\x04\";\n\rProvenReceipt\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\x0f\n\x07receipt\x18\x02 \x01(\x0c\x12\x0c\n\x04path\x18\x03 \x03(\x0c\"\xab\x01\n\nClaimProof\x12\x10\n\x08\x63laim_id\x18\x01 \x01(\t\x12\x12\n\ncheckpoint\x18\x02 \x01(\x0c\x12\x13\n\x0bsteward_key\x18\x03 \x01(\x0c\x12(\n\x08receipts\x18\x04 \x03(\x0b\x32\x16.pool.v1.ProvenReceipt\x12\x0f\n\x07pending\x18\x05 \x03(\x04\x12\x12\n\nsince_size\x18\x06 \x01(\x04\x12\x13\n\x0b\x63onsistency\x18\x07 \x03(\x0c\"]\n\x13ProveSubtreeRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x10\n\x08since_ns\x18\x02 \x01(\x04\x12\x10\n\x08until_ns\x18\x03 \x01(\x04\x12\x12\n\nsince_size\x18\x04 \x01(\x04\"C\n\x0cSubtreeProof\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12#\n\x06\x63laims\x18\x02 \x03(\x0b\x32\x13.pool.v1.ClaimProof2\x98\x02\n\x06Proofs\x12\x43\n\rGetCheckpoint\x12\x1d.pool.v1.GetCheckpointRequest\x1a\x13.pool.v1.Checkpoint\x12\x45\n\x0e\x41\x64\x64\x43osignature\x12\x1e.pool.v1.AddCosignatureRequest\x1a\x13.pool.v1.Checkpoint\x12=\n\nProveClaim\x12\x1a.pool.v1.ProveClaimRequest\x1a\x13.pool.v1.ClaimProof\x12\x43\n\x0cProveSubtree\x12\x1c.pool.v1.ProveSubtreeRequest\x1a\x15.pool.v1.SubtreeProofb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bprotos/pool/v1/proofs.proto\x12\x07pool.v1\"(\n\x14GetCheckpointRequest\x12\x10\n\x08old_size\x18\x01 \x01(\x04\"A\n\nCheckpoint\x12\x0c\n\x04note\x18\x01 \x01(\x0c\x12\x10\n\x08old_size\x18\x02 \x01(\x04\x12\x13\n\x0b\x63onsistency\x18\x03 \x03(\x0c\"%\n\x15\x41\x64\x64\x43osignatureRequest\x12\x0c\n\x04note\x18\x01 \x01(\x0c\"J\n\x11ProveClaimRequest\x12\x10\n\x08\x63laim_id\x18\x01 \x01(\t\x12\x0f\n\x06tenant\x18\xc8\x01 \x01(\t\x12\x12\n\nsince_size\x18\x02 \x01(\x04\";\n\rProvenReceipt\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\x0f\n\x07receipt\x18\x02 \x01(\x0c\x12\x0c\n\x04path\x18\x03 \x03(\x0c\"\xab\x01\n\nClaimProof\x12\x10\n\x08\x63laim_id\x18\x01 \x01(\t\x12\x12\n\ncheckpoint\x18\x02 \x01(\x0c\x12\x13\n\x0bsteward_key\x18\x03 \x01(\x0c\x12(\n\x08receipts\x18\x04 \x03(\x0b\x32\x16.pool.v1.ProvenReceipt\x12\x0f\n\x07pending\x18\x05 \x03(\x04\x12\x12\n\nsince_size\x18\x06 \x01(\x04\x12\x13\n\x0b\x63onsistency\x18\x07 \x03(\x0c\"]\n\x13ProveSubtreeRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x10\n\x08since_ns\x18\x02 \x01(\x04\x12\x10\n\x08until_ns\x18\x03 \x01(\x04\x12\x12\n\nsince_size\x18\x04 \x01(\x04\"C\n\x0cSubtreeProof\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12#\n\x06\x63laims\x18\x02 \x03(\x0b\x32\x13.pool.v1.ClaimProof2\x98\x02\n\x06Proofs\x12\x43\n\rGetCheckpoint\x12\x1d.pool.v1.GetCheckpointRequest\x1a\x13.pool.v1.Checkpoint\x12\x45\n\x0e\x41\x64\x64\x43osignature\x12\x1e.pool.v1.AddCosignatureRequest\x1a\x13.pool.v1.Checkpoint\x12=\n\nProveClaim\x12\x1a.pool.v1.ProveClaimRequest\x1a\x13.pool.v1.ClaimProof\x12\x43\n\x0cProveSubtree\x12\x1c.pool.v1.ProveSubtreeRequest\x1a\x15.pool.v1.SubtreeProofb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -38,15 +38,15 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ADDCOSIGNATUREREQUEST']._serialized_start=149
   _globals['_ADDCOSIGNATUREREQUEST']._serialized_end=186
   _globals['_PROVECLAIMREQUEST']._serialized_start=188
-  _globals['_PROVECLAIMREQUEST']._serialized_end=245
-  _globals['_PROVENRECEIPT']._serialized_start=247
-  _globals['_PROVENRECEIPT']._serialized_end=306
-  _globals['_CLAIMPROOF']._serialized_start=309
-  _globals['_CLAIMPROOF']._serialized_end=480
-  _globals['_PROVESUBTREEREQUEST']._serialized_start=482
-  _globals['_PROVESUBTREEREQUEST']._serialized_end=575
-  _globals['_SUBTREEPROOF']._serialized_start=577
-  _globals['_SUBTREEPROOF']._serialized_end=644
-  _globals['_PROOFS']._serialized_start=647
-  _globals['_PROOFS']._serialized_end=927
+  _globals['_PROVECLAIMREQUEST']._serialized_end=262
+  _globals['_PROVENRECEIPT']._serialized_start=264
+  _globals['_PROVENRECEIPT']._serialized_end=323
+  _globals['_CLAIMPROOF']._serialized_start=326
+  _globals['_CLAIMPROOF']._serialized_end=497
+  _globals['_PROVESUBTREEREQUEST']._serialized_start=499
+  _globals['_PROVESUBTREEREQUEST']._serialized_end=592
+  _globals['_SUBTREEPROOF']._serialized_start=594
+  _globals['_SUBTREEPROOF']._serialized_end=661
+  _globals['_PROOFS']._serialized_start=664
+  _globals['_PROOFS']._serialized_end=944
 # @@protoc_insertion_point(module_scope)

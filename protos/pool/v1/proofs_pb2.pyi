@@ -29,12 +29,14 @@ class AddCosignatureRequest(_message.Message):
     def __init__(self, note: _Optional[bytes] = ...) -> None: ...
 
 class ProveClaimRequest(_message.Message):
-    __slots__ = ("claim_id", "since_size")
+    __slots__ = ("claim_id", "tenant", "since_size")
     CLAIM_ID_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
     SINCE_SIZE_FIELD_NUMBER: _ClassVar[int]
     claim_id: str
+    tenant: str
     since_size: int
-    def __init__(self, claim_id: _Optional[str] = ..., since_size: _Optional[int] = ...) -> None: ...
+    def __init__(self, claim_id: _Optional[str] = ..., tenant: _Optional[str] = ..., since_size: _Optional[int] = ...) -> None: ...
 
 class ProvenReceipt(_message.Message):
     __slots__ = ("seq", "receipt", "path")

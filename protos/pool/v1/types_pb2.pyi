@@ -49,6 +49,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CLAIM_NOT_ADMITTED: _ClassVar[ErrorCode]
     PRINCIPAL_LIMIT: _ClassVar[ErrorCode]
     SERVICE_BUSY: _ClassVar[ErrorCode]
+    AMBIGUOUS_CLAIM: _ClassVar[ErrorCode]
 
 class Placement(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -153,6 +154,7 @@ BIND_CONFLICT: ErrorCode
 CLAIM_NOT_ADMITTED: ErrorCode
 PRINCIPAL_LIMIT: ErrorCode
 SERVICE_BUSY: ErrorCode
+AMBIGUOUS_CLAIM: ErrorCode
 PLACEMENT_SHARED: Placement
 PLACEMENT_EXCLUSIVE: Placement
 CLAIM_STATE_UNSPECIFIED: ClaimState
