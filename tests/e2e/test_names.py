@@ -140,6 +140,13 @@ def test_an_operator_names_the_tenant_for_every_call_that_names_a_claim(cluster)
     conflicting = refused(s.claims.Get, claims_pb2.GetClaimRequest(claim_id="alpha/job-1", tenant="beta"))
     assert conflicting.details().startswith("INVALID_ARGUMENT: ")
 
+    # pool_client: tenant=, and AMBIGUOUS_CLAIM as its own exception
+    import pool_client
+    with s.operator.library() as client:
+        with pytest.raises(pool_client.errors.AmbiguousClaim):
+            client.get(claim_id="job-1")
+        assert client.get(claim_id="job-1", tenant="beta").tenant == "beta"
+
     # poolctl: --tenant, or TENANT/ID
     told = s.poolctl("explain", "job-1", check=False)
     assert told.returncode == 1 and told.stderr.startswith("poolctl: AMBIGUOUS_CLAIM: "), told.stderr
