@@ -198,7 +198,8 @@ class Bridge:
             return   # already requeued or cancelled: Slurm is taking it down
         attempt = J.attempt_in_comment(job.admin_comment, self.config.cluster, job.key)
         last = J.claim_ids(self.config.cluster, job.key, attempt, job.node_count)[0] if attempt is not None else None
-        ended = self.pool.get(last) if last else None
+        account = self.config.accounts.get(job.account.lower())   # the job's tenant: its claim ids are that tenant's
+        ended = self.pool.get(last, account.tenant if account else "") if last else None
         if ended is not None and ended.state in ENDED_BY_POOL:
             how = types_pb2.ClaimState.Name(ended.state)
             policy = self.config.on_preempt
@@ -237,7 +238,7 @@ class Bridge:
 
     def _release(self, key: str, members: list, why: str) -> None:
         for c in members:
-            if self.pool.release(c.claim_id) is not None:
+            if self.pool.release(c.claim_id, c.tenant) is not None:
                 log.info("claim %s released: %s", c.claim_id, why)
 
     def _hold(self, job: J.Job) -> None:

@@ -127,7 +127,8 @@ def epilog(config) -> int:
             statuses = [pool.get(c) for c in J.claim_ids(config.cluster, key, attempt, nodes)]
             statuses = [s for s in statuses if s is not None]
             # only what ran is released here: a claim still pending (a start the prolog refused) stays queued
-            statuses = [(pool.release(s.claim_id) or pool.get(s.claim_id)) if s.state == 2 else s for s in statuses]
+            statuses = [(pool.release(s.claim_id, s.tenant) or pool.get(s.claim_id, s.tenant)) if s.state == 2 else s
+                        for s in statuses]
             figures = [pool.claim_energy(s) for s in statuses]
         finally:
             pool.close()

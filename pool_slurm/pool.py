@@ -52,18 +52,21 @@ class Pool:
             out.extend(self.client.submit_many(claims_pb2.SubmitManyRequest(claims=requests[i:i + 1000])).results)
         return out
 
-    def get(self, claim_id: str) -> claims_pb2.ClaimStatus | None:
+    def get(self, claim_id: str, tenant: str = "") -> claims_pb2.ClaimStatus | None:
+        """The claim, None when unknown. `tenant`: the claim's, where known: claim ids are per
+        tenant (docs/RULES.md §11) and the bridge, an operator, reaches every tenant, so an id
+        another tenant also uses is AMBIGUOUS_CLAIM without it."""
         try:
-            return self.client.get(claim_id=claim_id)
+            return self.client.get(claim_id=claim_id, tenant=tenant)
         except UnknownClaim:
             return None
 
-    def release(self, claim_id: str) -> claims_pb2.ClaimStatus | None:
+    def release(self, claim_id: str, tenant: str = "") -> claims_pb2.ClaimStatus | None:
         """Release a claim: its released status (also when the bridge's own earlier Release
         ended it: a second sending is answered as the first); None when it was settled
-        otherwise (CLAIM_NOT_OPEN) or is unknown."""
+        otherwise (CLAIM_NOT_OPEN) or is unknown. `tenant`: as get's."""
         try:
-            return self.client.release(claim_id=claim_id)
+            return self.client.release(claim_id=claim_id, tenant=tenant)
         except (ClaimNotOpen, UnknownClaim):
             return None
 
@@ -82,7 +85,8 @@ class Pool:
         if missing:
             raise BindConflict(f"Slurm gave GPU index {missing[0]} on {status.worker!r}, which has "
                                f"{len(devices)} GPU(s) in Pool")
-        return self.client.bind(claim_id=status.claim_id, device_ids=[devices[i] for i in indices])
+        return self.client.bind(claim_id=status.claim_id, tenant=status.tenant,
+                                device_ids=[devices[i] for i in indices])
 
     def workers(self) -> list[ops_pb2.WorkerStatus]:
         workers = list(self.client.workers().workers)
