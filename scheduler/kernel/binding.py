@@ -25,6 +25,7 @@ from __future__ import annotations
 from protos.energy import MDEV_PER_DEVICE
 
 from .events import Binding, ClaimBound
+from .limits import own_name
 from .loads import adjust
 from .placement import pick_devices
 from .reasons import ClaimState, ErrorCode, KernelError
@@ -41,13 +42,14 @@ def bind(state: ClusterState, claim_id: str, device_ids: tuple[str, ...]) -> Cla
         return _refused(ErrorCode.UNKNOWN_CLAIM, "claim_id", f"no claim {claim_id!r}")
     if claim.state is not ClaimState.ADMITTED:
         return _refused(ErrorCode.CLAIM_NOT_ADMITTED, "claim_id",
-                        f"claim {claim_id!r} is {claim.state.name}: only an admitted claim is bound to devices")
+                        f"claim {own_name(claim_id, claim.tenant)!r} is {claim.state.name}: "
+                        "only an admitted claim is bound to devices")
     worker = state.workers[claim.worker]
     mdev = claim.spec.resources.gpu_mdev
     wanted = 1 if 0 < mdev < MDEV_PER_DEVICE else mdev // MDEV_PER_DEVICE
     if len(set(device_ids)) != len(device_ids) or len(device_ids) != wanted:
         return _refused(ErrorCode.INVALID_ARGUMENT, "device_ids",
-                        f"claim {claim_id!r} holds {mdev} mdev: name {wanted} distinct device(s), "
+                        f"claim {own_name(claim_id, claim.tenant)!r} holds {mdev} mdev: name {wanted} distinct device(s), "
                         f"not {len(device_ids)}")
     known = {d.device_id for d in worker.devices}
     for device_id in device_ids:
@@ -83,5 +85,6 @@ def bind(state: ClusterState, claim_id: str, device_ids: tuple[str, ...]) -> Cla
     for i, device in enumerate(worker.devices):
         if load.device_used and load.device_used[i] > MDEV_PER_DEVICE:
             return _refused(ErrorCode.BIND_CONFLICT, "device_ids",
-                            f"device {device.device_id!r} has no room for claim {claim_id!r}")
+                            f"device {device.device_id!r} has no room for claim "
+                            f"{own_name(claim_id, claim.tenant)!r}")
     return ClaimBound(worker.worker_id, tuple(bindings))

@@ -26,6 +26,7 @@ from .admission import CHECKS, Verdict, evaluate
 from .estimates import hold_for
 from .entitlement import DEVICES, ENERGY, own_pass
 from .fast.records import rows
+from .limits import own_name
 from .fast.shapes import pending_key
 from .fit import Fit
 from .loads import adjust
@@ -127,7 +128,8 @@ def check_rows(state: ClusterState, claim: Claim, verdict: Verdict, gang_ok: boo
     rows = [EntitlementCheck(CheckStep.VALIDATE, True, node=tenant, hold=hold_uj, grade=grade),
             EntitlementCheck(CheckStep.GANG_COMPLETE, gang_ok, node=tenant,
                              reason=Reason.REASON_UNSPECIFIED if gang_ok else Reason.GANG_INCOMPLETE,
-                             detail="" if gang_ok else f"gang {spec.gang_id!r} waits for its members")]
+                             detail="" if gang_ok else
+                             f"gang {own_name(spec.gang_id, spec.tenant)!r} waits for its members")]
     if not gang_ok:
         return _with_skipped(rows)
     steps, mdev = verdict.steps, spec.resources.gpu_mdev
@@ -263,7 +265,7 @@ def _held_checks(state: ClusterState, claim: Claim) -> tuple[EntitlementCheck, .
     figures of its tenant (its own hold counted in them)."""
     spec, node = claim.spec, claim.tenant
     tenant, usage = state.tree.nodes[node], state.usage[node]
-    gang = f"gang {spec.gang_id!r} admitted whole" if spec.gang_id else ""
+    gang = f"gang {own_name(spec.gang_id, spec.tenant)!r} admitted whole" if spec.gang_id else ""
     borrowed = claim.borrowed
     where = "placed on" if claim.state is ClaimState.ADMITTED else "was placed on"
     devices = ", ".join(f"{d.device_id} {d.mdev} mdev" for d in claim.devices)

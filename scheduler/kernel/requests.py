@@ -64,7 +64,8 @@ def submit(state: ClusterState, spec: ClaimSpec, now_ns: int = 0) -> ClaimSubmit
     if existing is not None:
         if existing.spec == spec:
             return existing
-        return KernelError(ErrorCode.DUPLICATE_CLAIM, "claim_id", f"claim {spec.claim_id!r} exists with another request")
+        return KernelError(ErrorCode.DUPLICATE_CLAIM, "claim_id",
+                           f"claim {own_name(spec.claim_id, spec.tenant)!r} exists with another request")
     if state.tree is None or spec.tenant not in state.tree.nodes:
         return KernelError(ErrorCode.UNKNOWN_TENANT, "tenant", f"tenant {spec.tenant!r} is not in the tree")
     hold = hold_for(state, spec)
@@ -85,13 +86,14 @@ def _gang_error(state: ClusterState, spec: ClaimSpec) -> KernelError | None:
     id with admitted members still open cannot start a new gang."""
     members = [state.claims[m] for m in state.gangs.get(spec.gang_id, ())]
     if any(m.spec.gang_size != spec.gang_size for m in members):
-        return _invalid("gang_size", f"gang {spec.gang_id!r} was declared with another size")
+        return _invalid("gang_size", f"gang {own_name(spec.gang_id, spec.tenant)!r} was declared with another size")
     if any(m.tenant != spec.tenant for m in members):
-        return _invalid("gang_id", f"gang {spec.gang_id!r} belongs to another tenant; a gang's members share one")
+        return _invalid("gang_id", f"gang {own_name(spec.gang_id, spec.tenant)!r} belongs to another tenant; "
+                                   "a gang's members share one")
     if len(members) >= spec.gang_size:
-        return _invalid("gang_id", f"gang {spec.gang_id!r} already has its {spec.gang_size} members")
+        return _invalid("gang_id", f"gang {own_name(spec.gang_id, spec.tenant)!r} already has its {spec.gang_size} members")
     if not members and any(state.claims[c].spec.gang_id == spec.gang_id for c in admitted_ids(state)):
-        return _invalid("gang_id", f"gang {spec.gang_id!r} was admitted and has open members; "
+        return _invalid("gang_id", f"gang {own_name(spec.gang_id, spec.tenant)!r} was admitted and has open members; "
                                    "a gang id is reused only once all its members are settled")
     return None
 
@@ -104,7 +106,8 @@ def progress(state: ClusterState, claim_id: str, completed_units: int) -> Progre
     if claim is None:
         return KernelError(ErrorCode.UNKNOWN_CLAIM, "claim_id", f"no claim {claim_id!r}")
     if claim.state not in (ClaimState.PENDING, ClaimState.ADMITTED):
-        return KernelError(ErrorCode.CLAIM_NOT_OPEN, "claim_id", f"claim {claim_id!r} is {claim.state.name}")
+        return KernelError(ErrorCode.CLAIM_NOT_OPEN, "claim_id",
+                           f"claim {own_name(claim_id, claim.tenant)!r} is {claim.state.name}")
     if completed_units < claim.completed_units:
         return KernelError(ErrorCode.PROGRESS_REGRESSED, "completed_units",
                            f"completed units are cumulative: {completed_units} < {claim.completed_units}")
@@ -121,7 +124,8 @@ def settle(state: ClusterState, claim_id: str, now_ns: int, kind: type = Release
         return KernelError(ErrorCode.UNKNOWN_CLAIM, "claim_id", f"no claim {claim_id!r}")
     if claim.state not in (ClaimState.PENDING, ClaimState.ADMITTED) or (
             kind is not Released and claim.state is not ClaimState.ADMITTED):
-        return KernelError(ErrorCode.CLAIM_NOT_OPEN, "claim_id", f"claim {claim_id!r} is {claim.state.name}")
+        return KernelError(ErrorCode.CLAIM_NOT_OPEN, "claim_id",
+                           f"claim {own_name(claim_id, claim.tenant)!r} is {claim.state.name}")
     actual_uj, grade = claim.actual
     return kind(claim_id, actual_uj, grade, claim.completed_units, now_ns, **extra)
 
