@@ -173,5 +173,9 @@ class OpenClaims:
                 self._by_tenant[self._tenant.pop(claim_id)].discard(claim_id)
 
     def rebuild(self, state: ClusterState) -> None:
+        """Counted afresh from every claim (start-up: one walk of the claims,
+        not a lookup of each by its id)."""
         self._by_tenant, self._tenant = {}, {}
-        self.changed(state, state.claims.keys())
+        for claim in state.claims.values():
+            if claim.state in _OPEN:
+                self.opened(claim.tenant, claim.claim_id)

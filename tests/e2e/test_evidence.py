@@ -432,6 +432,10 @@ def test_submissions_past_the_rate_or_the_open_claim_cap_are_refused(cluster, ha
     # the rate is the caller's own: another principal still has its burst
     beta = s.as_principal("beta").claims
     assert beta.Submit(claims_pb2.SubmitRequest(claim_id="b1", tenant="beta", estimate_uj=1), timeout=10).claim_id == "b1"
+    s.stop()
+    s.start()   # the open claims are counted again from the ledger's when serving starts: a2 and a3
+    refused(s, s.claims.Submit, claims_pb2.SubmitRequest(claim_id="a4", tenant="alpha", estimate_uj=1),
+            EXHAUSTED, "TOO_MANY_OPEN_CLAIMS: tenant 'alpha' has 2 open claims")
 
 
 # -- issue 21, item 4: evidence within what a device can do --------------------------------
