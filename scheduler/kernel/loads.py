@@ -4,25 +4,30 @@ claims are admitted and settled, and recomputed by `rebuild`."""
 
 from __future__ import annotations
 
-from bisect import insort
+from collections.abc import Iterable
 from typing import NamedTuple
 
 from protos.energy import MDEV_PER_DEVICE
 
 from .reasons import Placement
-from .snapshot import ClaimSpec, DeviceShare, Worker
+from .snapshot import Claim, ClaimSpec, DeviceShare, Worker
 from .fast.members import EXCLUSIVE
+from .fast.sortedseq import Shared
+
+NO_CLAIMS = Shared()   # sequences are immutable: one empty one is enough
 
 
 class WorkerLoad(NamedTuple):
     """What the open claims on one worker reserve. `device_used` is aligned
-    with `Worker.devices`; `active` is sorted."""
+    with `Worker.devices`; `active` holds their ids, sorted (a persistent
+    sequence, fast/sortedseq.Shared: one claim more or less copies a block,
+    not every id, on a worker holding tens of thousands)."""
 
     cpu_millis: int = 0
     memory_mb: int = 0
     disk_mb: int = 0
     device_used: tuple[int, ...] = ()
-    active: tuple[str, ...] = ()
+    active: Shared = NO_CLAIMS
     exclusive: int = 0
 
     @property
@@ -49,12 +54,32 @@ def adjust(worker: Worker, load: WorkerLoad, claim_id: str, spec: ClaimSpec,
                     used[i] += sign * mdev
                     break
         used = tuple(used)
-    active = list(load.active)
-    if sign > 0:
-        insort(active, claim_id)
-    else:
-        active.remove(claim_id)
+    active = load.active.add(claim_id) if sign > 0 else load.active.remove(claim_id)
     exclusive = spec.placement is EXCLUSIVE
     return WorkerLoad(load.cpu_millis + sign * req.cpu_millis, load.memory_mb + sign * req.memory_mb,
-                      load.disk_mb + sign * req.disk_mb, used, tuple(active),
+                      load.disk_mb + sign * req.disk_mb, used, active,
                       load.exclusive + (sign if exclusive else 0))
+
+
+def device_used(worker: Worker, claims: Iterable[Claim]) -> tuple[int, ...]:
+    """What `claims` hold of each of the worker's devices, aligned with
+    `Worker.devices` (a device a claim names that the worker no longer has
+    holds nothing)."""
+    used = dict.fromkeys((d.device_id for d in worker.devices), 0)
+    for claim in claims:
+        for device_id, mdev in claim.devices:
+            if device_id in used:
+                used[device_id] += mdev
+    return tuple(used.values())
+
+
+def load_of(worker: Worker, claims: Iterable[Claim]) -> WorkerLoad:
+    """The load of the open `claims` on `worker`, from scratch: what `adjust`
+    one claim at a time must add up to (rebuild uses this)."""
+    claims = list(claims)
+    cpu = memory = disk = exclusive = 0
+    for claim in claims:
+        req = claim.spec.resources
+        cpu, memory, disk = cpu + req.cpu_millis, memory + req.memory_mb, disk + req.disk_mb
+        exclusive += claim.spec.placement is EXCLUSIVE
+    return WorkerLoad(cpu, memory, disk, device_used(worker, claims), Shared(c.claim_id for c in claims), exclusive)

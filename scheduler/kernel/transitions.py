@@ -21,7 +21,7 @@ from protos.energy import Grade, sum_graded
 from .events import (ClaimAdmitted, ClaimBound, ClaimRefused, ClaimSubmitted, ConfigApplied, Event, Metered,
                      PeriodRolled, Preempted, Progress, Reclaimed, Released, Settled, WorkerCordoned,
                      WorkerLiveness, WorkerRegistered)
-from .loads import WorkerLoad, adjust, free_key
+from .loads import WorkerLoad, adjust, device_used, free_key, load_of
 from .fast.edit import OPEN, Edit
 from .fast.pmap import PMap
 from .reasons import ClaimState
@@ -103,10 +103,12 @@ def _registered(state: ClusterState, e: WorkerRegistered) -> ClusterState:
 def _worker_changed(state: ClusterState, worker: Worker, old: Worker | None) -> ClusterState:
     worker = replace(worker, devices=tuple(sorted(worker.devices, key=lambda d: d.device_id)))
     old_key = free_key(old, state.loads[old.worker_id]) if old is not None and old.placeable else None
-    load = WorkerLoad(device_used=(0,) * len(worker.devices))
-    for claim_id in (state.loads[worker.worker_id].active if old is not None else ()):
-        claim = state.claims[claim_id]
-        load = adjust(worker, load, claim_id, claim.spec, claim.devices, 1)
+    if old is None:
+        load = WorkerLoad(device_used=(0,) * len(worker.devices))
+    else:   # the same open claims: only what they hold of each device can change, with the devices
+        load = state.loads[worker.worker_id]
+        if worker.devices != old.devices:
+            load = load._replace(device_used=device_used(worker, (state.claims[c] for c in load.active)))
     index = state.free_index.replace(old_key, free_key(worker, load) if worker.placeable else None)
     ids = state.worker_ids
     if old is None:
@@ -298,7 +300,7 @@ def rebuild(state: ClusterState) -> ClusterState:
     """Every derived index recomputed from the claims: the reference that the
     incremental maintenance must equal, and a full-recompute path."""
     direct: dict[str, tuple[int, int]] = {}
-    loads = {w: WorkerLoad(device_used=(0,) * len(worker.devices)) for w, worker in state.workers.items()}
+    open_on: dict[str, list[Claim]] = {w: [] for w in state.workers}
     admitted_by_tenant: dict[str, dict] = {}
     borrowed: dict[str, bool] = {}
     pending, gangs, waiting = [], {}, []
@@ -306,8 +308,7 @@ def rebuild(state: ClusterState) -> ClusterState:
         uj = mdev = 0
         if claim.state is ADMITTED:
             uj, mdev = claim.usage_uj, claim.spec.resources.gpu_mdev
-            loads[claim.worker] = adjust(state.workers[claim.worker], loads[claim.worker], claim.claim_id,
-                                         claim.spec, claim.devices, 1)
+            open_on[claim.worker].append(claim)
             admitted_by_tenant.setdefault(claim.tenant, {})[claim.claim_id] = claim.spec.priority
             if claim.borrowed:
                 borrowed[claim.claim_id] = True
@@ -321,6 +322,7 @@ def rebuild(state: ClusterState) -> ClusterState:
         if uj or mdev:
             d_uj, d_mdev = direct.get(claim.tenant, (0, 0))
             direct[claim.tenant] = (d_uj + uj, d_mdev + mdev)
+    loads = {w: load_of(state.workers[w], claims) for w, claims in open_on.items()}
     index = FreeIndex(free_key(state.workers[w], load) for w, load in loads.items() if state.workers[w].placeable)
     usage = rollup(state.tree, direct) if state.tree is not None else None
     return state._replace(usage=usage, loads=PMap(loads), free_index=index,

@@ -61,6 +61,6 @@ def workers(state: ClusterState) -> tuple[WorkerView, ...]:
         # free milli-GPUs in all; what one request can use is explain's figure
         available = Resources(*(max(0, getattr(capacity, f) - getattr(reserved, f)) for f in SCALAR_FIELDS))
         used = load.device_used or (0,) * len(worker.devices)
-        out.append(WorkerView(worker, capacity, reserved, available, load.active, bool(load.exclusive),
+        out.append(WorkerView(worker, capacity, reserved, available, tuple(load.active), bool(load.exclusive),
                               tuple(zip(worker.devices, used))))
     return tuple(out)

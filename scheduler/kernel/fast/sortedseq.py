@@ -60,6 +60,10 @@ class SortedSeq:
         edit = current()
         if edit is not None:
             return self._writable(edit)._insert(key, edit)
+        return self._added(key)
+
+    def _added(self, key: Any) -> SortedSeq:
+        """add, copying: the path that never changes anything in place."""
         blocks = self._blocks
         if not blocks:
             return type(self)((key,))
@@ -76,6 +80,10 @@ class SortedSeq:
         edit = current()
         if edit is not None:
             return self._writable(edit)._pop(key, edit)
+        return self._removed(key)
+
+    def _removed(self, key: Any) -> SortedSeq:
+        """remove, copying."""
         i, shrunk = self._shrunk(key)
         return self._splice(i, (shrunk,) if shrunk else (), self._len - 1, key, None)
 
@@ -259,3 +267,20 @@ class SortedSeq:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({list(self)!r})"
+
+
+class Shared(SortedSeq):
+    """A sorted sequence that is never changed in place, even under an edit
+    batch: for one that is handed out of the kernel and kept (a worker's open
+    claim ids, `WorkerLoad.active`, which the service records with each
+    occupancy version and caches by identity). Each change copies the block
+    list (a pointer per 64 keys) and one block: O(n / 64) rather than the
+    sorted tuple's O(n)."""
+
+    __slots__ = ()
+
+    add = SortedSeq._added
+    remove = SortedSeq._removed
+
+    def replace(self, old: Any | None, new: Any | None) -> SortedSeq:
+        raise NotImplementedError("a Shared sequence changes by add and remove")

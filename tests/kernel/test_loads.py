@@ -1,0 +1,73 @@
+"""A worker's load (scheduler/kernel/loads.py): `adjust`, one claim at a time,
+adds up to `load_of` from scratch, and its open claim ids (fast/sortedseq.Shared)
+equal a sorted list and are never changed in place, even under an edit batch
+(the service keeps them with each occupancy version and caches by identity)."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scheduler.kernel.fast.edit import Edit
+from scheduler.kernel.fast.sortedseq import Shared
+from scheduler.kernel.loads import NO_CLAIMS, WorkerLoad, adjust, load_of
+from scheduler.kernel.reasons import Placement
+from scheduler.kernel.snapshot import Claim, ClaimSpec, Device, DeviceShare, Resources, Worker
+
+
+@settings(max_examples=40)
+@given(st.one_of(st.lists(st.integers(0, 300), max_size=40),
+                 st.lists(st.integers(0, 3000), min_size=200, max_size=500)),  # several blocks
+       st.lists(st.tuples(st.booleans(), st.integers(0, 3000)), max_size=200))
+def test_open_claim_ids_equal_a_sorted_list_and_never_change_in_place(start, changes):
+    seq, model = Shared(), []
+    for key in sorted(set(start)):
+        seq, model = seq.add(key), model + [key]
+    seen = []   # every sequence handed out, with what it held then
+    with Edit():   # as inside a kernel batch: a Shared sequence still copies
+        for add, key in changes:
+            if add and key not in model:
+                seq, model = seq.add(key), sorted(model + [key])
+            elif not add and key in model:
+                seq, model = seq.remove(key), [k for k in model if k != key]
+            else:
+                continue
+            assert type(seq) is Shared and list(seq) == model and len(seq) == len(model)
+            seen.append((seq, list(model)))
+    assert all(list(s) == kept for s, kept in seen)
+
+
+workers = st.builds(lambda n, cpu: Worker("w", cpu, 64, 64, tuple(Device(f"g{i}", "H200") for i in range(n))),
+                    st.integers(0, 4), st.integers(0, 64))
+
+
+@st.composite
+def claims(draw, worker: Worker) -> list[Claim]:
+    out = []
+    for i in range(draw(st.integers(0, 30))):
+        names = [d.device_id for d in worker.devices] + ["gone"]   # a device the worker no longer has
+        shares = tuple(DeviceShare(d, draw(st.sampled_from((250, 500, 1000))))
+                       for d in draw(st.lists(st.sampled_from(names), max_size=2, unique=True)))
+        spec = ClaimSpec(f"c{i:03}", "t", Resources(draw(st.integers(0, 8)), draw(st.integers(0, 8)),
+                                                   draw(st.integers(0, 8))),
+                         draw(st.sampled_from((Placement.PLACEMENT_SHARED, Placement.PLACEMENT_EXCLUSIVE))))
+        out.append(Claim(spec, i, devices=shares))
+    return out
+
+
+@settings(max_examples=60)
+@given(st.data(), workers)
+def test_adjust_one_claim_at_a_time_adds_up_to_the_load_from_scratch(data, worker):
+    open_claims = data.draw(claims(worker))
+    released = data.draw(st.sets(st.sampled_from([c.claim_id for c in open_claims]))) if open_claims else set()
+    load = WorkerLoad(device_used=(0,) * len(worker.devices))
+    with Edit():
+        for claim in open_claims:
+            load = adjust(worker, load, claim.claim_id, claim.spec, claim.devices, 1)
+        for claim in open_claims:
+            if claim.claim_id in released:
+                load = adjust(worker, load, claim.claim_id, claim.spec, claim.devices, -1)
+    kept = [c for c in open_claims if c.claim_id not in released]
+    assert load == load_of(worker, kept)
+    assert list(load.active) == sorted(c.claim_id for c in kept)
+    assert load_of(worker, []).active == NO_CLAIMS
