@@ -54,7 +54,7 @@ from typing import NamedTuple
 
 from .entitlement import DEVICES, ENERGY, own_pass
 from .events import ClaimRefused, ClaimSubmitted, Event, Released
-from .fast import movable as index
+from .fast import movable as index, ranks
 from .fast.shapes import Shape, first_of, gang_key, shape_of
 from .reasons import ClaimState, Reason
 from .schedule import Batch, Decision
@@ -89,7 +89,7 @@ class Room:
     is the state a decision judges on; per-tenant figures found when first
     asked)."""
 
-    __slots__ = ("state", "root_uj", "free_mdev", "borrowing", "_lowest", "_own")
+    __slots__ = ("state", "root_uj", "free_mdev", "borrowing", "_own")
 
     def __init__(self, state: ClusterState) -> None:
         tree, usage = state.tree, state.usage
@@ -99,15 +99,11 @@ class Room:
         best = state.free_index.last()  # the most free milli-devices of any live, uncordoned worker
         self.free_mdev = best[0] if best is not None else -1
         self.borrowing = len(state.borrowed) > 0
-        self._lowest: dict[str, int | None] = {}
         self._own: dict[str, bool] = {}
 
     def lowest_priority(self, tenant: str) -> int | None:
         """The lowest priority among the tenant's admitted claims; None when it has none."""
-        if tenant not in self._lowest:
-            ids = self.state.admitted_by_tenant.get(tenant)
-            self._lowest[tenant] = min(ids.values()) if ids else None
-        return self._lowest[tenant]
+        return ranks.lowest(self.state.ranks, tenant)
 
     def own_fits(self, tenant: str, uj: int, mdev: int) -> bool:
         state = self.state
@@ -139,8 +135,6 @@ class Room:
         return lowest is not None and lowest < shape.priority
 
     def could_admit(self, shape: Shape) -> bool:
-        # the cheap tests first: outranks takes the least of the tenant's admitted priorities, a
-        # walk of them all, which with one tenant's 20,000 admitted claims made every submission O(n)
         return self.fits_free(shape) or self.may_reclaim(shape) or self.outranks(shape)
 
     def gang_could_move(self, members: tuple[str, ...]) -> bool:

@@ -237,7 +237,7 @@ class ClassStats:
 @quick_replace
 class ClusterState(NamedTuple):
     """The whole snapshot. Derived fields (usage, loads, free_index, gangs,
-    admitted_by_tenant, borrowed, worker_ids, shapes) are maintained by `apply` and equal `rebuild`'s result."""
+    admitted_by_tenant, ranks, borrowed, worker_ids, shapes) are maintained by `apply` and equal `rebuild`'s result."""
 
     tree: object | None = None  # TenantTree; typed loosely to keep imports one-way
     period_ns: int = 0          # 0: the period is "none" (lifetime)
@@ -260,6 +260,7 @@ class ClusterState(NamedTuple):
     free_index: FreeIndex = FreeIndex()  # live workers, see loads.free_key
     gangs: PMap = PMap()         # gang id -> sorted pending member ids
     admitted_by_tenant: PMap = PMap()  # tenant -> PMap admitted claim id -> its priority
+    ranks: PMap = PMap()         # tenant -> SortedSeq (priority, id) of its admitted claims (fast/ranks.py)
     borrowed: PMap = PMap()      # admitted claim id -> True where it borrowed: reclaim's candidates
     worker_ids: tuple[str, ...] = ()  # sorted: explain lists every worker in id order without sorting
     shapes: ShapeIndex = ShapeIndex()  # single pending claims by shape and by size: the queue's equivalence classes

@@ -30,6 +30,7 @@ from .fast.freeindex import FreeIndex
 from .snapshot import Claim, ClassStats, ClusterState, DeviceShare, Worker
 from .fast.sortedseq import SortedSeq
 from .fast.shapes import index as shape_index, pending_key, with_claim
+from .fast.ranks import ranked
 from .tree import load_tree
 from .fast.members import ADMITTED, PENDING
 
@@ -160,6 +161,7 @@ def _admitted(state: ClusterState, e: ClaimAdmitted) -> ClusterState:
     return state._replace(claims=state.claims.set(claim.claim_id, admitted),
                    usage=bump(state.tree, state.usage, claim.tenant, admitted.usage_uj, claim.spec.resources.gpu_mdev),
                    admitted_by_tenant=_open_set(state, claim, True),
+                   ranks=ranked(state.ranks, claim.tenant, claim.spec.priority, claim.claim_id, True),
                    borrowed=state.borrowed.set(claim.claim_id, True) if e.borrowed else state.borrowed,
                    next_admit_seq=max(state.next_admit_seq, e.admitted_seq + 1),
                    **_without_pending(state, claim), **_reserved(state, worker, claim, e.devices, 1))
@@ -236,6 +238,7 @@ def _settled(state: ClusterState, e: Settled) -> ClusterState:
     usage = bump(state.tree, state.usage, claim.tenant, e.actual_uj - claim.usage_uj, -claim.spec.resources.gpu_mdev)
     return state._replace(claims=state.claims.set(claim.claim_id, settled), usage=usage,
                    admitted_by_tenant=_open_set(state, claim, False),
+                   ranks=ranked(state.ranks, claim.tenant, claim.spec.priority, claim.claim_id, False),
                    borrowed=state.borrowed.delete(claim.claim_id) if claim.borrowed else state.borrowed,
                    settled=state.settled.set(claim.claim_id, True), class_stats=_observe(state, claim, e),
                    **_reserved(state, state.workers[claim.worker], claim, claim.devices, -1))
@@ -328,5 +331,6 @@ def rebuild(state: ClusterState) -> ClusterState:
     return state._replace(usage=usage, loads=PMap(loads), free_index=index,
                    gangs=PMap({g: tuple(sorted(m)) for g, m in gangs.items()}),
                    admitted_by_tenant=PMap({t: PMap(ids) for t, ids in admitted_by_tenant.items()}),
+                   ranks=PMap({t: SortedSeq((p, c) for c, p in ids.items()) for t, ids in admitted_by_tenant.items()}),
                    pending=SortedSeq(pending), borrowed=PMap(borrowed), worker_ids=tuple(sorted(state.workers)),
                    shapes=shape_index(waiting))

@@ -12,6 +12,7 @@ from strategies import base, drive, operations, trees
 from protos.energy import Grade
 from scheduler.kernel import ClaimAdmitted, ClaimState, Preempted, Reason, apply, event_from_body, rebuild, schedule
 from scheduler.kernel.events import ClaimSubmitted
+from scheduler.kernel.fast import ranks
 from scheduler.kernel.fast.pmap import PMap
 from scheduler.kernel.fast.sortedseq import SortedSeq
 from scheduler.kernel.rollup import Rollup
@@ -199,3 +200,16 @@ def test_a_schedule_pass_leaves_its_input_untouched(tenants, ops):
         decision = schedule(state, 0)
         assert _contents(state) == before
         assert decision.state == reduce(apply, decision.events, state)
+
+
+@given(trees(), operations)
+def test_the_priority_index_answers_as_the_admitted_claims_filtered(tenants, ops):
+    """fast/ranks.py against its plain twin: the lowest priority a tenant
+    holds and its claims below each priority, on every state of a run."""
+    for state in drive(base(tenants), ops).states:
+        for tenant in state.tree.order:
+            assert ranks.lowest(state.ranks, tenant) == ranks.lowest_plain(state.admitted_by_tenant, tenant)
+            held = {p for p in (state.admitted_by_tenant.get(tenant) or PMap()).values()}
+            for priority in held | {p + 1 for p in held} | {-(2 ** 31), 2 ** 31}:
+                assert ranks.below(state.ranks, tenant, priority) == ranks.below_plain(
+                    state.admitted_by_tenant, tenant, priority)

@@ -251,6 +251,10 @@ class SortedSeq:
             i += 1
         return out
 
+    def first(self) -> Any | None:
+        """The smallest key, None when there is none."""
+        return self._blocks[0][0] if self._blocks else None
+
     def last(self) -> Any | None:
         """The largest key, None when there is none."""
         return self._maxes[-1] if self._maxes else None
