@@ -12,22 +12,20 @@ from protos.energy import MDEV_PER_DEVICE
 from .reasons import Placement
 from .snapshot import Claim, ClaimSpec, DeviceShare, Worker
 from .fast.members import EXCLUSIVE
-from .fast.sortedseq import Shared
-
-NO_CLAIMS = Shared()   # sequences are immutable: one empty one is enough
+from .fast.held import Held, held, with_id, without_id
 
 
 class WorkerLoad(NamedTuple):
     """What the open claims on one worker reserve. `device_used` is aligned
-    with `Worker.devices`; `active` holds their ids, sorted (a persistent
-    sequence, fast/sortedseq.Shared: one claim more or less copies a block,
-    not every id, on a worker holding tens of thousands)."""
+    with `Worker.devices`; `active` holds their ids, sorted (fast/held.py: a
+    tuple while few, else a persistent sequence, so that one claim more or
+    less does not copy every id on a worker holding tens of thousands)."""
 
     cpu_millis: int = 0
     memory_mb: int = 0
     disk_mb: int = 0
     device_used: tuple[int, ...] = ()
-    active: Shared = NO_CLAIMS
+    active: Held = ()
     exclusive: int = 0
 
     @property
@@ -54,7 +52,7 @@ def adjust(worker: Worker, load: WorkerLoad, claim_id: str, spec: ClaimSpec,
                     used[i] += sign * mdev
                     break
         used = tuple(used)
-    active = load.active.add(claim_id) if sign > 0 else load.active.remove(claim_id)
+    active = with_id(load.active, claim_id) if sign > 0 else without_id(load.active, claim_id)
     exclusive = spec.placement is EXCLUSIVE
     return WorkerLoad(load.cpu_millis + sign * req.cpu_millis, load.memory_mb + sign * req.memory_mb,
                       load.disk_mb + sign * req.disk_mb, used, active,
@@ -82,4 +80,4 @@ def load_of(worker: Worker, claims: Iterable[Claim]) -> WorkerLoad:
         req = claim.spec.resources
         cpu, memory, disk = cpu + req.cpu_millis, memory + req.memory_mb, disk + req.disk_mb
         exclusive += claim.spec.placement is EXCLUSIVE
-    return WorkerLoad(cpu, memory, disk, device_used(worker, claims), Shared(c.claim_id for c in claims), exclusive)
+    return WorkerLoad(cpu, memory, disk, device_used(worker, claims), held(c.claim_id for c in claims), exclusive)

@@ -64,10 +64,10 @@ def reclaim_candidates(state: ClusterState, claim: Claim) -> list[Claim]:
 
 
 def priority_candidates(state: ClusterState, claim: Claim) -> list[Claim]:
-    """The tenant's open claims of lower priority: read from the `ranks`
-    index (fast/ranks.py), so only candidates are looked up, however many
-    claims the tenant holds."""
-    return ordered(state.claims[c] for c in ranks.below(state.ranks, claim.tenant, claim.spec.priority))
+    """The tenant's open claims of lower priority: read from
+    `admitted_by_tenant`, in priority order (fast/ranks.py), so only
+    candidates are looked up, however many claims the tenant holds."""
+    return ordered(state.claims[c] for c in ranks.below(state.admitted_by_tenant, claim.tenant, claim.spec.priority))
 
 
 class Victims(NamedTuple):

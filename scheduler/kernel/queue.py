@@ -103,7 +103,7 @@ class Room:
 
     def lowest_priority(self, tenant: str) -> int | None:
         """The lowest priority among the tenant's admitted claims; None when it has none."""
-        return ranks.lowest(self.state.ranks, tenant)
+        return ranks.lowest(self.state.admitted_by_tenant, tenant)
 
     def own_fits(self, tenant: str, uj: int, mdev: int) -> bool:
         state = self.state

@@ -237,7 +237,7 @@ class ClassStats:
 @quick_replace
 class ClusterState(NamedTuple):
     """The whole snapshot. Derived fields (usage, loads, free_index, gangs,
-    admitted_by_tenant, ranks, borrowed, worker_ids, shapes) are maintained by `apply` and equal `rebuild`'s result."""
+    admitted_by_tenant, borrowed, worker_ids, shapes) are maintained by `apply` and equal `rebuild`'s result."""
 
     tree: object | None = None  # TenantTree; typed loosely to keep imports one-way
     period_ns: int = 0          # 0: the period is "none" (lifetime)
@@ -259,8 +259,7 @@ class ClusterState(NamedTuple):
     loads: PMap = PMap()         # worker id -> loads.WorkerLoad
     free_index: FreeIndex = FreeIndex()  # live workers, see loads.free_key
     gangs: PMap = PMap()         # gang id -> sorted pending member ids
-    admitted_by_tenant: PMap = PMap()  # tenant -> PMap admitted claim id -> its priority
-    ranks: PMap = PMap()         # tenant -> SortedSeq (priority, id) of its admitted claims (fast/ranks.py)
+    admitted_by_tenant: PMap = PMap()  # tenant -> SortedSeq of (priority, id) of its admitted claims (fast/ranks.py)
     borrowed: PMap = PMap()      # admitted claim id -> True where it borrowed: reclaim's candidates
     worker_ids: tuple[str, ...] = ()  # sorted: explain lists every worker in id order without sorting
     shapes: ShapeIndex = ShapeIndex()  # single pending claims by shape and by size: the queue's equivalence classes
@@ -271,4 +270,4 @@ class ClusterState(NamedTuple):
 
 def admitted_ids(state: ClusterState) -> list[str]:
     """Every admitted claim's id, tenant by tenant (not sorted)."""
-    return [c for ids in state.admitted_by_tenant.values() for c in ids]
+    return [c for ranked in state.admitted_by_tenant.values() for _, c in ranked]

@@ -40,7 +40,6 @@ class EventError(ValueError):
     pass
 
 
-_NO_CLAIMS = PMap()  # a tenant's first open claim starts from this (maps are immutable: one is enough)
 
 
 def _claim(state: ClusterState, claim_id: str, *states: ClaimState) -> Claim:
@@ -71,18 +70,6 @@ def _reserved(state: ClusterState, worker: Worker, claim: Claim, devices: tuple[
     load = adjust(worker, old, claim.claim_id, claim.spec, devices, sign)
     keys = (free_key(worker, old), free_key(worker, load)) if worker.placeable else (None, None)
     return {"loads": state.loads.set(worker.worker_id, load), "free_index": state.free_index.replace(*keys)}
-
-
-def _open_set(state: ClusterState, claim: Claim, present: bool) -> PMap:
-    tenant = claim.tenant
-    old = state.admitted_by_tenant.get(tenant)
-    ids = (old or _NO_CLAIMS).set(claim.claim_id, claim.spec.priority) if present else old.delete(
-        claim.claim_id)
-    if not ids:
-        return state.admitted_by_tenant.delete(tenant)
-    if ids is old:
-        return state.admitted_by_tenant  # the same map: already the tenant's
-    return state.admitted_by_tenant.set(tenant, ids)
 
 
 def _config(state: ClusterState, e: ConfigApplied) -> ClusterState:
@@ -160,8 +147,8 @@ def _admitted(state: ClusterState, e: ClaimAdmitted) -> ClusterState:
                        admitted_ns=e.at_ns, borrowed_uj=e.borrowed_uj)
     return state._replace(claims=state.claims.set(claim.claim_id, admitted),
                    usage=bump(state.tree, state.usage, claim.tenant, admitted.usage_uj, claim.spec.resources.gpu_mdev),
-                   admitted_by_tenant=_open_set(state, claim, True),
-                   ranks=ranked(state.ranks, claim.tenant, claim.spec.priority, claim.claim_id, True),
+                   admitted_by_tenant=ranked(state.admitted_by_tenant, claim.tenant, claim.spec.priority,
+                                             claim.claim_id, True),
                    borrowed=state.borrowed.set(claim.claim_id, True) if e.borrowed else state.borrowed,
                    next_admit_seq=max(state.next_admit_seq, e.admitted_seq + 1),
                    **_without_pending(state, claim), **_reserved(state, worker, claim, e.devices, 1))
@@ -237,8 +224,8 @@ def _settled(state: ClusterState, e: Settled) -> ClusterState:
                               **_without_pending(state, claim))
     usage = bump(state.tree, state.usage, claim.tenant, e.actual_uj - claim.usage_uj, -claim.spec.resources.gpu_mdev)
     return state._replace(claims=state.claims.set(claim.claim_id, settled), usage=usage,
-                   admitted_by_tenant=_open_set(state, claim, False),
-                   ranks=ranked(state.ranks, claim.tenant, claim.spec.priority, claim.claim_id, False),
+                   admitted_by_tenant=ranked(state.admitted_by_tenant, claim.tenant, claim.spec.priority,
+                                             claim.claim_id, False),
                    borrowed=state.borrowed.delete(claim.claim_id) if claim.borrowed else state.borrowed,
                    settled=state.settled.set(claim.claim_id, True), class_stats=_observe(state, claim, e),
                    **_reserved(state, state.workers[claim.worker], claim, claim.devices, -1))
@@ -304,7 +291,7 @@ def rebuild(state: ClusterState) -> ClusterState:
     incremental maintenance must equal, and a full-recompute path."""
     direct: dict[str, tuple[int, int]] = {}
     open_on: dict[str, list[Claim]] = {w: [] for w in state.workers}
-    admitted_by_tenant: dict[str, dict] = {}
+    admitted_by_tenant: dict[str, list] = {}
     borrowed: dict[str, bool] = {}
     pending, gangs, waiting = [], {}, []
     for claim in state.claims.values():
@@ -312,7 +299,7 @@ def rebuild(state: ClusterState) -> ClusterState:
         if claim.state is ADMITTED:
             uj, mdev = claim.usage_uj, claim.spec.resources.gpu_mdev
             open_on[claim.worker].append(claim)
-            admitted_by_tenant.setdefault(claim.tenant, {})[claim.claim_id] = claim.spec.priority
+            admitted_by_tenant.setdefault(claim.tenant, []).append((claim.spec.priority, claim.claim_id))
             if claim.borrowed:
                 borrowed[claim.claim_id] = True
         elif claim.claim_id in state.settled:
@@ -330,7 +317,6 @@ def rebuild(state: ClusterState) -> ClusterState:
     usage = rollup(state.tree, direct) if state.tree is not None else None
     return state._replace(usage=usage, loads=PMap(loads), free_index=index,
                    gangs=PMap({g: tuple(sorted(m)) for g, m in gangs.items()}),
-                   admitted_by_tenant=PMap({t: PMap(ids) for t, ids in admitted_by_tenant.items()}),
-                   ranks=PMap({t: SortedSeq((p, c) for c, p in ids.items()) for t, ids in admitted_by_tenant.items()}),
+                   admitted_by_tenant=PMap({t: SortedSeq(pairs) for t, pairs in admitted_by_tenant.items()}),
                    pending=SortedSeq(pending), borrowed=PMap(borrowed), worker_ids=tuple(sorted(state.workers)),
                    shapes=shape_index(waiting))

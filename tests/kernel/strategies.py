@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from kit import cluster, gpus
 
 from protos.energy import Grade
-from scheduler.kernel import (ClaimSpec, ClaimSubmitted, ClassStats, ClusterState, MeterDelta, Metered, Placement,
+from scheduler.kernel import (ClaimSpec, admitted_ids, ClaimSubmitted, ClassStats, ClusterState, MeterDelta, Metered, Placement,
                               Resources, Tenant, WorkClass, apply, progress, release, schedule, submit)
 from scheduler.kernel.fast.pmap import PMap
 from scheduler.kernel.reasons import ErrorCode, KernelError
@@ -102,7 +102,7 @@ def drive(state: ClusterState, ops, settle: bool = False) -> Run:
             run.decisions.append(decision)
             new = list(decision.events)
         else:
-            admitted = sorted(c for t in state.admitted_by_tenant for c in state.admitted_by_tenant[t])
+            admitted = sorted(admitted_ids(state))
             if not admitted:
                 continue
             target = admitted[op[1] % len(admitted)]

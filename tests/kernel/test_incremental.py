@@ -15,7 +15,7 @@ from strategies import (base, contended_operations, contended_trees, drive, lent
                         trees, undecided)
 
 from protos.energy import Grade
-from scheduler.kernel import (ClaimSpec, ClaimSubmitted, ClassStats, MeterDelta, Metered, PendingReasons, Placement,
+from scheduler.kernel import (ClaimSpec, admitted_ids, ClaimSubmitted, ClassStats, MeterDelta, Metered, PendingReasons, Placement,
                               Reason, Resources, Tenant, WorkClass, WorkerLiveness, WorkerRegistered, apply, decide,
                               evaluate, gangs, progress, release, schedule, submit)
 from scheduler.kernel.events import WorkerCordoned
@@ -91,7 +91,7 @@ def _given(state, step, n):
     if kind == "withdraw":
         waiting = [c for _, _, c in state.pending]
         return [release(state, waiting[step[1] % len(waiting)], 1)] if waiting else []
-    admitted = sorted(c for t in state.admitted_by_tenant for c in state.admitted_by_tenant[t])
+    admitted = sorted(admitted_ids(state))
     if not admitted:
         return []
     target = admitted[step[1] % len(admitted)]

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from strategies import base, drive, operations, trees
 
 from protos.energy import Grade
-from scheduler.kernel import ClaimAdmitted, ClaimState, Preempted, Reason, apply, event_from_body, rebuild, schedule
+from scheduler.kernel import (ClaimAdmitted, ClaimState, Preempted, Reason, admitted_ids, apply, event_from_body, rebuild,
+                              schedule)
 from scheduler.kernel.events import ClaimSubmitted
 from scheduler.kernel.fast import ranks
 from scheduler.kernel.fast.pmap import PMap
@@ -19,7 +20,7 @@ from scheduler.kernel.rollup import Rollup
 
 
 def _admitted(state):
-    return [state.claims[c] for t in state.admitted_by_tenant for c in state.admitted_by_tenant[t]]
+    return [state.claims[c] for c in admitted_ids(state)]
 
 
 @given(trees(), operations)
@@ -204,12 +205,13 @@ def test_a_schedule_pass_leaves_its_input_untouched(tenants, ops):
 
 @given(trees(), operations)
 def test_the_priority_index_answers_as_the_admitted_claims_filtered(tenants, ops):
-    """fast/ranks.py against its plain twin: the lowest priority a tenant
-    holds and its claims below each priority, on every state of a run."""
+    """fast/ranks.py against its plain twin, a walk of the claims: the lowest
+    priority a tenant holds and its claims below each priority, on every
+    state of a run."""
     for state in drive(base(tenants), ops).states:
         for tenant in state.tree.order:
-            assert ranks.lowest(state.ranks, tenant) == ranks.lowest_plain(state.admitted_by_tenant, tenant)
-            held = {p for p in (state.admitted_by_tenant.get(tenant) or PMap()).values()}
+            assert ranks.lowest(state.admitted_by_tenant, tenant) == ranks.lowest_plain(state.claims, tenant)
+            held = {c.spec.priority for c in state.claims.values() if c.tenant == tenant}
             for priority in held | {p + 1 for p in held} | {-(2 ** 31), 2 ** 31}:
-                assert ranks.below(state.ranks, tenant, priority) == ranks.below_plain(
-                    state.admitted_by_tenant, tenant, priority)
+                assert ranks.below(state.admitted_by_tenant, tenant, priority) == ranks.below_plain(
+                    state.claims, tenant, priority)

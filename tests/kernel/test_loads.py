@@ -1,7 +1,9 @@
 """A worker's load (scheduler/kernel/loads.py): `adjust`, one claim at a time,
-adds up to `load_of` from scratch, and its open claim ids (fast/sortedseq.Shared)
-equal a sorted list and are never changed in place, even under an edit batch
-(the service keeps them with each occupancy version and caches by identity)."""
+adds up to `load_of` from scratch, and its open claim ids (fast/held.py: a
+tuple while few, a sortedseq.Shared beyond) equal a sorted tuple, are held the
+same way whichever way they were made, and are never changed in place, even
+under an edit batch (the service keeps them with each occupancy version and
+caches by identity)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,8 @@ from hypothesis import strategies as st
 
 from scheduler.kernel.fast.edit import Edit
 from scheduler.kernel.fast.sortedseq import Shared
-from scheduler.kernel.loads import NO_CLAIMS, WorkerLoad, adjust, load_of
+from scheduler.kernel.fast.held import SMALL, with_id, without_id
+from scheduler.kernel.loads import WorkerLoad, adjust, load_of
 from scheduler.kernel.reasons import Placement
 from scheduler.kernel.snapshot import Claim, ClaimSpec, Device, DeviceShare, Resources, Worker
 
@@ -18,22 +21,23 @@ from scheduler.kernel.snapshot import Claim, ClaimSpec, Device, DeviceShare, Res
 @settings(max_examples=40)
 @given(st.one_of(st.lists(st.integers(0, 300), max_size=40),
                  st.lists(st.integers(0, 3000), min_size=200, max_size=500)),  # several blocks
-       st.lists(st.tuples(st.booleans(), st.integers(0, 3000)), max_size=200))
-def test_open_claim_ids_equal_a_sorted_list_and_never_change_in_place(start, changes):
-    seq, model = Shared(), []
+       st.lists(st.tuples(st.booleans(), st.integers(0, 3000)), max_size=300))
+def test_open_claim_ids_equal_a_sorted_tuple_and_never_change_in_place(start, changes):
+    active, model = (), []
     for key in sorted(set(start)):
-        seq, model = seq.add(key), model + [key]
+        active, model = with_id(active, key), model + [key]
     seen = []   # every sequence handed out, with what it held then
     with Edit():   # as inside a kernel batch: a Shared sequence still copies
         for add, key in changes:
             if add and key not in model:
-                seq, model = seq.add(key), sorted(model + [key])
+                active, model = with_id(active, key), sorted(model + [key])
             elif not add and key in model:
-                seq, model = seq.remove(key), [k for k in model if k != key]
+                active, model = without_id(active, key), [k for k in model if k != key]
             else:
                 continue
-            assert type(seq) is Shared and list(seq) == model and len(seq) == len(model)
-            seen.append((seq, list(model)))
+            assert tuple(active) == tuple(model) and len(active) == len(model)
+            assert type(active) is (tuple if len(model) <= SMALL else Shared)
+            seen.append((active, list(model)))
     assert all(list(s) == kept for s, kept in seen)
 
 
@@ -44,7 +48,7 @@ workers = st.builds(lambda n, cpu: Worker("w", cpu, 64, 64, tuple(Device(f"g{i}"
 @st.composite
 def claims(draw, worker: Worker) -> list[Claim]:
     out = []
-    for i in range(draw(st.integers(0, 30))):
+    for i in range(draw(st.sampled_from((0, 3, 30, SMALL, SMALL + 1, 150)))):
         names = [d.device_id for d in worker.devices] + ["gone"]   # a device the worker no longer has
         shares = tuple(DeviceShare(d, draw(st.sampled_from((250, 500, 1000))))
                        for d in draw(st.lists(st.sampled_from(names), max_size=2, unique=True)))
@@ -70,4 +74,4 @@ def test_adjust_one_claim_at_a_time_adds_up_to_the_load_from_scratch(data, worke
     kept = [c for c in open_claims if c.claim_id not in released]
     assert load == load_of(worker, kept)
     assert list(load.active) == sorted(c.claim_id for c in kept)
-    assert load_of(worker, []).active == NO_CLAIMS
+    assert load_of(worker, []).active == ()

@@ -13,8 +13,8 @@ Each piece here stands beside a plain twin it is tested equal to
 | shapes.py | pending claims by shape and by size | judging every pending claim (test_incremental) |
 | movable.py | the shapes a state could admit, found through the index | `Room.could_admit` over every shape (test_incremental) |
 | rollup.py | the roll-up's path update, in place within a batch | `rollup.rollup` from scratch (test_rollup) |
-| ranks.py | each tenant's admitted claims by (priority, id): the lowest priority, the claims below one | `admitted_by_tenant`'s priorities filtered (test_invariants) |
-| sortedseq.Shared | a worker's open claim ids (`WorkerLoad.active`): never changed in place, a block copied per change | a sorted tuple, `loads.load_of` from scratch (test_loads) |
+| ranks.py | each tenant's admitted claims by (priority, id): the lowest priority, the claims below one | a walk of the claims (test_invariants) |
+| held.py | a worker's open claim ids (`WorkerLoad.active`): a tuple while few, else a `sortedseq.Shared`, never changed in place | a sorted tuple, `loads.load_of` from scratch (test_loads) |
 | devices.py | whether a worker has the devices, without picking them | `placement.pick_devices(...) is not None` (test_placement) |
 | members.py | enum members the hot paths read, bound to names once | the members themselves |
 | records.py | fast constructors and `_replace` for NamedTuple records | the record's own constructor and typing's `_replace` (test_records) |

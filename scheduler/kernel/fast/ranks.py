@@ -4,17 +4,17 @@ its claims below a priority, found without walking every claim the tenant
 holds (one tenant may hold tens of thousands, and the queue asks on every
 decision whose cheap checks fail).
 
-`ClusterState.ranks` is tenant -> SortedSeq of (priority, claim id) of its
-admitted claims, kept by `apply` beside `admitted_by_tenant` and recomputed by
-`rebuild`. Its plain twin is `admitted_by_tenant`'s priorities filtered
-(`lowest_plain`, `below_plain`); tests/kernel/test_invariants.py holds the two
-equal on random runs, and `rebuild(state) == state` holds the index itself.
+`ClusterState.admitted_by_tenant` is tenant -> SortedSeq of (priority, claim
+id) of its admitted claims, kept by `apply` and recomputed by `rebuild`
+(`rebuild(state) == state` holds it). The plain twins below walk the claims
+themselves; tests/kernel/test_invariants.py holds the two equal on random runs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable
 
+from .members import ADMITTED
 from .pmap import PMap
 from .sortedseq import SortedSeq
 
@@ -22,7 +22,7 @@ NONE = SortedSeq()   # a tenant's first admitted claim starts from this (sequenc
 
 
 def ranked(ranks: PMap, tenant: str, priority: int, claim_id: Hashable, present: bool) -> PMap:
-    """`ranks` with the claim added (present) or removed."""
+    """`ranks` (admitted_by_tenant) with the claim added (present) or removed."""
     old = ranks.get(tenant, NONE)
     new = old.add((priority, claim_id)) if present else old.remove((priority, claim_id))
     if not new:
@@ -47,11 +47,12 @@ def below(ranks: PMap, tenant: str, priority: int) -> list:
     return out
 
 
-def lowest_plain(admitted_by_tenant: PMap, tenant: str) -> int | None:
-    ids = admitted_by_tenant.get(tenant)
-    return min(ids.values()) if ids else None
+def lowest_plain(claims: PMap, tenant: str) -> int | None:
+    """The plain twin of `lowest`: every admitted claim of the tenant looked at."""
+    return min((c.spec.priority for c in claims.values() if c.tenant == tenant and c.state is ADMITTED), default=None)
 
 
-def below_plain(admitted_by_tenant: PMap, tenant: str, priority: int) -> list:
-    ids = admitted_by_tenant.get(tenant)
-    return [c for p, c in sorted((p, c) for c, p in ids.items()) if p < priority] if ids else []
+def below_plain(claims: PMap, tenant: str, priority: int) -> list:
+    """The plain twin of `below`."""
+    return [c for _, c in sorted((c.spec.priority, c.claim_id) for c in claims.values()
+                                 if c.tenant == tenant and c.state is ADMITTED and c.spec.priority < priority)]
