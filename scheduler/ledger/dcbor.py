@@ -85,6 +85,15 @@ def array(items: list[bytes]) -> Raw:
     return Raw(_head(4, len(items)) + b"".join(items))
 
 
+def mapping(count: int, pairs: bytes) -> Raw:
+    """The det-CBOR map of `count` entries whose keys' and values' encodings,
+    key then value, are `pairs`, already in key order (`key_order`)."""
+    return Raw(_head(5, count) + pairs)
+
+
+key_order = _key_order   # a text key's place in a map's canonical order
+
+
 def _head(major: int, n: int) -> bytes:
     """The shortest head of major type `major` with argument n (RFC 8949 §3)."""
     top = major << 5

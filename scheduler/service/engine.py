@@ -36,7 +36,7 @@ from scheduler.ledger.steward import Prepared, prepare
 from scheduler.ledger.writer import GroupCommitWriter
 from scheduler.service import state as service_state
 from scheduler.service.committed import Committed
-from scheduler.service.encoded import EncodedClaims
+from scheduler.service.encoded import Encoded
 from scheduler.service.principal import caller
 from scheduler.service.state import Receipt, ServiceState, Step
 from scheduler.service.windows import window_body
@@ -74,7 +74,7 @@ class Engine:
         self._latest = ServiceState()         # what decisions run on: ahead of the ledger while it writes
         self.checkpoint_every = checkpoint_every   # receipts between signed checkpoints; 0: none
         self._since_checkpoint = 0
-        self._encoded = EncodedClaims()   # each claim's checkpoint encoding, while it is unchanged
+        self._encoded = Encoded()   # the checkpoint's per-claim parts, encoded as they change (encoded.py)
         # the bounded projections, fed from each step of the fold, read below a committed length
         self.observed = Observed(retention)
         self.occupancies = Occupancies(self.observed.holders)   # what each version was, for checking windows

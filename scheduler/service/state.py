@@ -169,13 +169,18 @@ def snapshot(state: ServiceState, encoded: Any = None) -> dict[str, Any]:
     """What a checkpoint holds: the kernel's state and the service's figures.
     The projections are not kept: after a restart from a checkpoint they start
     again from new windows (OPERATIONS.md)."""
-    body = {"kernel": checkpoint.snapshot(state.kernel, encoded),
-            "claim_seq": dict(sorted(state.claim_seq.items())),
+    def by_id(name: str) -> Any:   # a map keyed by claim id: kept encoded (encoded.py), or plainly
+        entries = getattr(state, name)
+        return encoded.map(name, entries) if encoded is not None else dict(sorted(entries.items()))
+
+    body = {"kernel": checkpoint.snapshot(state.kernel, encoded.claims if encoded is not None else
+                                          checkpoint.claims_body),
+            "claim_seq": by_id("claim_seq"),
             "occupancy_seq": dict(sorted(state.occupancy_seq.items())),
             "window_ends": {w: dict(sorted(e.items())) for w, e in sorted(state.window_ends.items())}}
     for name in ACTOR_MAPS:   # absent while empty, as in checkpoints written before actors
         if len(getattr(state, name)):
-            body[name] = dict(sorted(getattr(state, name).items()))
+            body[name] = by_id(name)
     return body
 
 

@@ -5,6 +5,7 @@ anything shared with it, reads the same afterwards."""
 
 from __future__ import annotations
 
+import contextlib
 from itertools import groupby
 from operator import itemgetter
 
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 
 from scheduler.kernel.fast.edit import Edit
 from scheduler.kernel.fast.freeindex import FreeIndex, _ceiling
-from scheduler.kernel.fast.pmap import PMap
+from scheduler.kernel.fast.pmap import MISSING, PMap, changes
 from scheduler.kernel.fast.sortedseq import SortedSeq
 
 map_ops = st.lists(st.tuples(st.booleans(), st.integers(0, 600), st.integers()), max_size=300)
@@ -112,3 +113,26 @@ def test_the_first_key_of_each_run_between_two_bounds_is_the_plain_walks(runs, s
     inside = [k for k in seq if (start is None or k >= start) and (stop is None or k < stop)]
     plain = [next(run) for _, run in groupby(inside, first)]
     assert seq.firsts(first, lambda part: (part, float("inf")), start, stop) == plain
+
+
+@settings(max_examples=40)
+@given(st.dictionaries(st.integers(0, 3000), st.integers(0, 3), max_size=400), map_ops, st.booleans())
+def test_changes_between_two_maps_are_every_key_compared(start, ops, batched):
+    """fast/pmap.changes, which walks only the nodes two maps do not share,
+    against comparing every key: across set and delete (splitting leaves,
+    emptying branches), copied or in an edit batch."""
+    base = PMap(start)
+    new, model = base, dict(start)
+    with (Edit() if batched else contextlib.nullcontext()):
+        for put, key, value in ops:
+            if put:
+                new, model[key] = new.set(key, value), value
+            elif key in model:
+                new = new.delete(key)
+                del model[key]
+    plain = sorted((k, start.get(k, MISSING), model.get(k, MISSING)) for k in start.keys() | model.keys()
+                   if start.get(k, MISSING) != model.get(k, MISSING))
+    found = sorted((k, a, b) for k, a, b in changes(base, new) if a != b)   # same-valued sets may be reported
+    assert found == plain
+    assert all(k in start or k in model for k, _, _ in changes(base, new))
+    assert changes(new, new) == [] and changes(base, base) == []

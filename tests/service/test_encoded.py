@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from scheduler import kernel
 from scheduler.kernel import ClaimSpec, ConfigApplied, Device, Resources, Tenant, Worker, WorkerRegistered, checkpoint
 from scheduler.ledger import dcbor
-from scheduler.service.encoded import EncodedClaims
+from scheduler.kernel.fast.pmap import PMap
+from scheduler.service.encoded import EncodedClaims, EncodedMap
 
 WORKER = Worker("w1", cpu_millis=8000, memory_mb=1 << 20, disk_mb=1 << 20,
                 devices=tuple(Device(f"w1-gpu{i}", "H200") for i in range(2)))
@@ -61,3 +62,17 @@ def test_an_array_head_at_every_length_boundary():
     for n in (0, 23, 24, 255, 256, 65_535, 65_536):
         assert dcbor.encode({"a": dcbor.array([dcbor.encode(0)] * n)}, limit=None) == \
             dcbor.encode({"a": [0] * n}, limit=None)
+
+
+@given(st.dictionaries(st.text(max_size=4), st.integers(0, 1 << 40) | st.text(max_size=3), max_size=300),
+       st.lists(st.lists(st.tuples(st.booleans(), st.text(max_size=4), st.integers(0, 1 << 40)), max_size=120),
+                max_size=4))
+def test_a_map_kept_encoded_is_the_plain_maps_bytes(start, rounds):
+    """EncodedMap across rounds of changes (few: spliced in place; many: sorted
+    again) encodes as `dict(sorted(...))` does, keys in det-CBOR's order."""
+    encoded, entries = EncodedMap(), PMap(start)
+    assert dcbor.encode(encoded(entries)) == dcbor.encode(dict(sorted(entries.items())))
+    for changes in rounds:
+        for put, key, value in changes:
+            entries = entries.set(key, value) if put else entries.discard(key)
+        assert dcbor.encode({"m": encoded(entries)}) == dcbor.encode({"m": dict(sorted(entries.items()))})

@@ -139,6 +139,49 @@ def _gather(root: dict, part=dict.items) -> list:
     return out
 
 
+MISSING = _MISSING   # what `changes` gives for a key one of the two maps lacks
+_NO_NODE = _Leaf()   # an absent child, for `changes`; never written
+
+
+def _flat(node: dict) -> dict:
+    """A node's entries as one dict (a leaf is one already)."""
+    if type(node) is not _Branch:
+        return node
+    out: dict = {}
+    for leaf in _leaves(node):
+        out.update(leaf)
+    return out
+
+
+def changes(old: PMap, new: PMap) -> list[tuple[Any, Any, Any]]:
+    """(key, its value in `old`, its value in `new`) for every key whose value
+    is not the same object in both (MISSING where a map lacks the key),
+    walking only the nodes the two do not share: between a map and one made
+    from it by k changes, O(k) paths rather than every key. Its plain twin
+    compares every key (tests/kernel/test_edit.py)."""
+    out = []
+    stack = [(old._root, new._root)]
+    while stack:
+        a, b = stack.pop()
+        if a is b:
+            continue
+        if type(a) is _Branch and type(b) is _Branch:
+            for index in a.keys() | b.keys():
+                x, y = a.get(index, _NO_NODE), b.get(index, _NO_NODE)
+                if x is not y:
+                    stack.append((x, y))
+            continue
+        x, y = _flat(a), _flat(b)   # a leaf against a leaf, or against a branch it was split into
+        for key, value in x.items():
+            other = y.get(key, _MISSING)
+            if other is not value:
+                out.append((key, value, other))
+        for key, value in y.items():
+            if key not in x:
+                out.append((key, _MISSING, value))
+    return out
+
+
 class PMap(Mapping):
     __slots__ = ("_root", "_len")
     __hash__ = None  # type: ignore[assignment]
