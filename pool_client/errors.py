@@ -69,16 +69,39 @@ def _class_name(code: str) -> str:
     return "".join(part.capitalize() for part in code.split("_"))
 
 
-# One class per ErrorCode value of types.proto, named in CamelCase (UNKNOWN_CLAIM -> UnknownClaim).
-BY_CODE: dict[str, type[PoolError]] = {}
-for _value in types_pb2.ErrorCode.DESCRIPTOR.values:
-    if _value.number == 0:
-        continue
-    BY_CODE[_value.name] = type(_class_name(_value.name), (PoolError,), {
-        "code": _value.name, "__module__": __name__,
-        "__doc__": f"The scheduler refused with {_value.name} (types.proto, ErrorCode {_value.number})."})
-    globals()[_class_name(_value.name)] = BY_CODE[_value.name]
-del _value
+class _ByCode(dict):
+    """One class per ErrorCode value of types.proto, named in CamelCase (UNKNOWN_CLAIM ->
+    UnknownClaim), each made the first time it is asked for (by code here, or by name as
+    this module's attribute) and the same class ever after: making all of them at import
+    cost a one-call poolctl more than its call."""
+
+    def __missing__(self, code: str) -> type[PoolError]:
+        value = types_pb2.ErrorCode.DESCRIPTOR.values_by_name.get(code)
+        if value is None or value.number == 0:
+            raise KeyError(code)
+        cls = self[code] = type(_class_name(code), (PoolError,), {
+            "code": code, "__module__": __name__,
+            "__doc__": f"The scheduler refused with {code} (types.proto, ErrorCode {value.number})."})
+        return cls
+
+    def __contains__(self, code: object) -> bool:
+        value = types_pb2.ErrorCode.DESCRIPTOR.values_by_name.get(code) if isinstance(code, str) else None
+        return value is not None and value.number != 0
+
+    def get(self, code: str, default: Any = None) -> Any:
+        return self[code] if code in self else default
+
+
+BY_CODE: dict[str, type[PoolError]] = _ByCode()
+
+
+def __getattr__(name: str) -> type[PoolError]:
+    """errors.UnknownClaim and the like: BY_CODE's class of that name."""
+    for value in types_pb2.ErrorCode.DESCRIPTOR.values:
+        if value.number and _class_name(value.name) == name:
+            cls = globals()[name] = BY_CODE[value.name]
+            return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def trailing(error: grpc.RpcError, name: str) -> str | None:

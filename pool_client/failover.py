@@ -18,7 +18,6 @@ have taken effect: it is sent again only when the RPC is safe to resend
 
 from __future__ import annotations
 
-import random
 from enum import Enum
 
 import grpc
@@ -130,5 +129,6 @@ class Targets:
         self._misses = 0
 
     def _delay(self) -> float:
+        import random   # here, not at the top: only a retry that waits needs it (poolctl's start-up)
         rounds = self._misses // len(self.addresses)
         return min(self._cap, self._initial * 2 ** rounds) * random.uniform(0.5, 1.0)

@@ -8,8 +8,8 @@ total always conserved, and HwShunt degraded to ModelBased on division.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from enum import IntEnum
+from typing import NamedTuple
 
 UNALLOCATED = "unallocated"
 MDEV_PER_DEVICE = 1000
@@ -68,8 +68,7 @@ class SplitError(ValueError):
     """A split that cannot be made: no occupants, zero total weight, a bad figure."""
 
 
-@dataclass(frozen=True, slots=True)
-class Share:
+class Share(NamedTuple):   # a NamedTuple, not a dataclass: poolctl imports this module and not dataclasses
     occupant: str
     uj: int
     grade: Grade

@@ -5,7 +5,6 @@ full), watch."""
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from collections.abc import Callable, Iterator
@@ -16,7 +15,6 @@ import grpc
 from protos.energy import Grade, format_uj
 from protos.limits import SUBMIT_MANY_MAX
 from protos.pool.v1 import claims_pb2, claims_pb2_grpc, types_pb2
-from scheduler.ctl.ops import render_explain
 from scheduler.ctl.output import (CUSTOM, EXIT_FAILED, EXIT_USAGE, CtlError, duration, emit, emit_line, fitted, int32,
                                   layout, moment, now_ns, output, row_line, table, uint32, uint64, utc, utc_s, yes_no)
 from scheduler.ctl.wire import as_ctl_error, call, channel, default_tenant, grade_label, online_verb, pages, to_doc
@@ -177,7 +175,9 @@ def _open(path: str) -> TextIO:
 
 
 def _read_claims(lines: TextIO) -> list[claims_pb2.SubmitRequest]:
-    from google.protobuf import json_format   # here, not at the top: only a file of claims needs it
+    import json   # here, not at the top: only a file of claims needs these
+
+    from google.protobuf import json_format
     requests = []
     with lines:
         for n, line in enumerate(lines, 1):
@@ -202,8 +202,8 @@ def _release(args: Any) -> int:
 
 def _list(args: Any) -> int:
     if args.claim_id:
-        doc = to_doc(call(_stub(args).Get, claims_pb2.GetClaimRequest(claim_id=args.claim_id, tenant=args.tenant)))
-        emit(args, doc, render_claim)
+        status = call(_stub(args).Get, claims_pb2.GetClaimRequest(claim_id=args.claim_id, tenant=args.tenant))
+        emit(args, to_doc(status), lambda doc: render_claim(doc, status))
         return 0
     states = [s for group in args.state for s in group]
     if args.worker and not states and not args.all:
@@ -501,6 +501,7 @@ def custom_columns(spec: str) -> list[tuple[str, Callable[[claims_pb2.ClaimStatu
 
 
 def _path_cell(path: str) -> Callable[[claims_pb2.ClaimStatus, int], Any]:
+    import json   # here, not at the top: only a custom column given as a JSON path needs it
     keys = [k for k in path.split(".") if k]
 
     def cell(c: claims_pb2.ClaimStatus, now: int) -> Any:
@@ -537,9 +538,10 @@ def render_claims(claims: list, table_: ClaimsTable | None = None) -> str:
     return "\n".join((table_ or ClaimsTable.default()).render([_status(c) for c in claims])[0])
 
 
-def render_claim(c: dict) -> str:
-    """One claim in full, as `kubectl describe` does: a field per line."""
-    status, now = _status(c), now_ns()
+def render_claim(c: dict, status: claims_pb2.ClaimStatus | None = None) -> str:
+    """One claim in full, as `kubectl describe` does: a field per line (`status`: the message
+    `c` was made from, if at hand: parsing the document back costs json_format's import)."""
+    status, now = status or _status(c), now_ns()
     age, wait = _span(status.submitted_ns, now), _wait(status, now)
     request = c["request"] or {}
     resources = request.get("resources") or {}
@@ -593,5 +595,6 @@ def render_plan(doc: dict) -> str:
         parts.append(table(("victim", "tenant", "for", "tier", "measured", "units", "priority", "why"),
                            [(v["claim_id"], v["tenant"], v["for_claim"], v["tier"], format_uj(v["measured_uj"]),
                              v["completed_units"], v["priority"], v["why"]) for v in doc["victims"]]))
+    from scheduler.ctl.ops import render_explain   # here, not at the top: claims and submit need no ops verbs
     parts += [render_explain(e) for e in doc["explanations"]]
     return "\n\n".join(parts)

@@ -9,7 +9,6 @@ from typing import Any
 
 from protos.energy import format_uj, format_uw
 from protos.pool.v1 import ops_pb2, ops_pb2_grpc
-from scheduler.ctl import plots
 from scheduler.ctl.output import CtlError, EXIT_FAILED, emit, output, table, uint64, yes_no
 from scheduler.ctl.wire import call, channel, grade_label, online_verb, pages, to_doc
 
@@ -203,6 +202,7 @@ def _splits(args: Any) -> int:
     request = ops_pb2.SplitsRequest(tenant=args.tenant, since_ns=args.since, device_id=args.device)
     doc = splits_doc(ops_pb2_grpc.OperationsStub(channel(args)), request)
     if args.plot:
+        from scheduler.ctl import plots   # here, not at the top: only --plot draws
         plots.splits(doc, args.plot)
     emit(args, doc, render_splits)
     if args.plot and output(args) != "json":
@@ -282,6 +282,7 @@ def render_preemption(doc: dict, for_claim: str = "") -> str:
 def _reclamation(args: Any) -> int:
     doc = _ask_all(args, "ReclamationOrder", ops_pb2.ReclamationOrderRequest(), "verdicts", "order")
     if args.plot:
+        from scheduler.ctl import plots
         plots.reclamation(doc, args.plot)
     emit(args, doc, render_reclamation)
     if args.plot and output(args) != "json":

@@ -5,7 +5,6 @@ figure the wire cannot carry into a usage error instead of a traceback."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -55,13 +54,21 @@ def layout(args: Any) -> str:
 
 
 def emit(args: Any, document: Any, render_table: Callable[[Any], str]) -> None:
-    text = json.dumps(document, indent=2) if output(args) == "json" else render_table(document)
+    if output(args) == "json":
+        import json   # here, not at the top: a table (the usual answer) needs none
+        text = json.dumps(document, indent=2)
+    else:
+        text = render_table(document)
     print(text, flush=True)   # flushed: `watch` streams documents to a pipe as they come
 
 
 def emit_line(args: Any, document: Any, render_line: Callable[[Any], str]) -> None:
     """One line per document: JSON Lines with -o json (for a stream such as watch)."""
-    text = json.dumps(document, separators=(",", ":")) if output(args) == "json" else render_line(document)
+    if output(args) == "json":
+        import json
+        text = json.dumps(document, separators=(",", ":"))
+    else:
+        text = render_line(document)
     print(text, flush=True)
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from google.protobuf.descriptor import FieldDescriptor
@@ -211,17 +211,12 @@ def _scalar(field: FieldDescriptor, value: Any) -> Any:
     return value
 
 
-def _is_map(field: FieldDescriptor) -> bool:
-    return (field.type == FieldDescriptor.TYPE_MESSAGE
-            and field.message_type.GetOptions().map_entry)
-
-
 def to_doc(message: Message) -> dict[str, Any]:
     """Every field, in declaration order; absent optionals and unset messages are null."""
     doc: dict[str, Any] = {}
     for field in message.DESCRIPTOR.fields:
         value = getattr(message, field.name)
-        if _is_map(field):
+        if isinstance(value, Mapping):   # a map field (asking the descriptor's options would load descriptor_pb2)
             value_field = field.message_type.fields_by_name["value"]
             doc[field.name] = {k: _scalar(value_field, v) for k, v in sorted(value.items())}
         elif field.is_repeated:

@@ -16,6 +16,12 @@ from scheduler.ctl import main
 # the service, the demo, the development PKI, x509 and plotting
 HEAVY = ("scheduler.kernel", "scheduler.ledger", "scheduler.service", "scheduler.ctl.demo", "scheduler.ctl.certs",
          "scheduler.ctl.ledger", "cryptography", "matplotlib", "agent")
+# and what a minimal client (python + grpc + stubs, one call) does not import either, which a
+# one-claim command used to: shutil (argparse's terminal width; bz2, lzma), json (printing a
+# table needs none), random (only a retry's backoff), dataclasses (protos.energy), json_format
+# and descriptor_pb2 (one claim's table and to_doc's map check), the ops group and its plots
+FLOOR_ONLY = ("shutil", "json", "random", "dataclasses", "bz2", "lzma", "google.protobuf.json_format",
+              "google.protobuf.descriptor_pb2", "scheduler.ctl.ops", "scheduler.ctl.plots")
 
 
 def imported(*args: str, env: dict[str, str] | None = None) -> tuple[set[str], subprocess.CompletedProcess]:
@@ -54,12 +60,34 @@ def test_claims_and_submit_import_only_what_they_use(cluster):
         assert done.returncode == 0, done.stderr[-2000:]
         assert "grpc" in names and "pool_client.sync" in names   # the test sees the imports it checks
         assert heavy(names) == [], (args, heavy(names))
+        beyond = sorted(n for n in names if n.split(".")[0] in FLOOR_ONLY or n in FLOOR_ONLY
+                        or n.startswith(("scheduler.ctl.ops", "scheduler.ctl.plots")))
+        assert beyond == [], (args, beyond)
 
 
 def test_an_offline_verb_loads_no_grpc():
     names, done = imported("split", "--total-uj", "10", "--grade", "Estimator", "--share", "a=1")
     assert done.returncode == 0, done.stderr[-2000:]
     assert not [n for n in names if n.startswith("grpc")]
+
+
+def test_a_verb_on_the_command_line_makes_only_its_own_parser():
+    sub = next(a for a in main.build_parser("claims")._actions if isinstance(a, argparse._SubParsersAction))
+    assert list(sub.choices) == ["claims"]   # not submit, release, ... of its group, nor the other groups
+    assert sub.choices["claims"].get_default("run").__name__ == "_list"
+    for verb in (None, "no-such-verb"):   # --help, and the usage error, list every verb
+        sub = next(a for a in main.build_parser(verb)._actions if isinstance(a, argparse._SubParsersAction))
+        assert list(sub.choices) == list(main.VERBS)
+
+
+def test_help_wraps_at_the_terminal_width_as_argparse_would():
+    widths = {}
+    for columns in ("60", "200"):
+        done = subprocess.run([sys.executable, "-m", "scheduler.ctl.main", "claims", "--help"], capture_output=True,
+                              text=True, timeout=60, env={**os.environ, "COLUMNS": columns})
+        assert done.returncode == 0, done.stderr
+        widths[columns] = max(map(len, done.stdout.splitlines()))
+    assert widths["60"] <= 62 < 100 < widths["200"] <= 200, widths   # (a long flag may pass the width a little)
 
 
 def test_the_verb_table_lists_what_the_groups_register():
