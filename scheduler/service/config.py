@@ -144,8 +144,11 @@ class Limits:
     max_open_claims_per_tenant: int = 100_000   # pending + admitted, per tenant (its own, not its subtree)
     watch_events: int = 1_000              # events one Watch may have waiting to be sent; past it: WATCH_LAGGED
     watch_bytes: int = 1 << 20             # and bytes
-    page_size: int = 500                   # List and Splits answers, when page_size is 0
+    page_size: int = 500                   # Splits and the other paged answers, when page_size is 0
     max_page_size: int = 1_000
+    # List's, when page_size is 0 (a List may ask up to the greater of this and max_page_size): each
+    # page is one call, and a page also ends at LIST_PAGE_BYTES of statuses (service/claims.py)
+    list_page_size: int = 5_000
 
     def power_w(self, device_type: str) -> int:
         """The ceiling for a device type: configured, else MAX_POWER_W, else its kind's."""
@@ -221,7 +224,8 @@ CHECKS = {
         "max_message_bytes", "max_concurrent_rpcs", "agent_rpcs", "operator_rpcs", "health_rpcs",
         "max_streams_per_connection", "connection_idle_s",
         "keepalive_s", "max_windows_per_batch", "max_unacked_windows", "max_seq_advance", "max_window_age_s",
-        "submit_burst", "window_burst", "watch_events", "watch_bytes", "page_size", "max_page_size", "max_power_w")},
+        "submit_burst", "window_burst", "watch_events", "watch_bytes", "page_size", "max_page_size",
+        "list_page_size", "max_power_w")},
     **{f"limits.{f}": natural for f in ("clock_skew_s", "occupancy_grace_s", "submits_per_s", "windows_per_s",
                                         "max_open_claims_per_tenant")},
 }

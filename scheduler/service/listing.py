@@ -1,21 +1,28 @@
-"""List's speed (issue 23): the statuses of a page of claims built in one
-pass over what every page of a listing shares, instead of one claim at a
-time through ClaimsServicer.status (the plain twin this is tested against,
+"""List's speed (issue 23): a page of claims answered from each claim's
+status encoded once, instead of one claim at a time through
+ClaimsServicer.status (the plain twin this is tested against,
 tests/service/test_listing.py, field for field).
 
+Each claim's status is built once and kept as protobuf bytes while the claim
+(an immutable value, replaced by every change), its receipt seq and its
+principals stay the same. What moves while a claim waits without the claim
+changing, its queue position and the reason it waits, is encoded apart and
+appended to the kept bytes: protobuf reads a message's fields in any order,
+so `body + tail` is the status with both set. A page of a repeated message
+field is its elements one after another, each a tag and a length before the
+element's bytes, so a page is those records joined (`page`): no status is
+built or copied for a claim that did not change, when the queue moves or not.
+
+A waiting claim's reason is asked of the committed state's PendingReasons once
+per shape (or gang) and reused for the other claims of that shape: it judges
+a claim by its shape (kernel/schedule.py), so every claim of a shape has the
+same reason. Any other mapping (a test's) is asked claim by claim.
+
 What a listing's pages share is worked out once per committed state: the
-claim ids in order, each pending claim's queue position (kernel.queue_position
-searches the queue once per claim), and the claims, receipt seqs and
-principals as plain dicts. A listing's later pages usually read the same
-state, so the last state's are kept. A status is built with the fields that
-are set only (a keyword per field costs as much whether it is zero or not),
-and kept: the next listing reuses it while the claim (an immutable value,
-replaced by every change), its receipt seq and principals are the same,
-setting a waiting claim's queue position and reason in place when they
-moved, so a queue that stands still, or only moves, is listed without
-building a status again. A status returned is valid until the next call
-(List and Watch copy it into their answers at once). bench/cli.py measures
-both beside squeue."""
+claim ids in order, each pending claim's queue position, the receipt seqs and
+principals as plain dicts. `warm` encodes claims ahead of any List (the
+scheduler does it for the open claims after start-up, between calls, off the
+request path: service/claims.py). bench/cli.py measures it beside squeue."""
 
 from __future__ import annotations
 
@@ -24,7 +31,8 @@ from collections.abc import Iterable, Iterator
 
 from protos.pool.v1 import claims_pb2, types_pb2
 from scheduler import kernel
-from scheduler.kernel import Claim, ClaimState, Reason
+from scheduler.kernel import Claim, ClaimState, PendingReasons, Reason
+from scheduler.kernel.fast.shapes import shape_of
 from scheduler.service.committed import Committed
 from scheduler.service.names import bare
 
@@ -32,8 +40,35 @@ _PENDING, _REFUSED = ClaimState.PENDING, ClaimState.REFUSED
 _UNSPECIFIED = Reason.REASON_UNSPECIFIED
 
 
+def varint(n: int) -> bytes:
+    """protobuf's base-128 varint of a non-negative integer."""
+    if n < 0x80:
+        return bytes((n,))
+    if n < 0x4000:
+        return bytes((n & 0x7F | 0x80, n >> 7))
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _tag(message, field: str, wire_type: int) -> bytes:
+    return varint(message.DESCRIPTOR.fields_by_name[field].number << 3 | wire_type)
+
+
+_VARINT, _LENGTH_DELIMITED = 0, 2
+CLAIMS_TAG = _tag(claims_pb2.ListClaimsResponse, "claims", _LENGTH_DELIMITED)
+_REASON_TAG = _tag(claims_pb2.ClaimStatus, "reason", _VARINT)
+_POSITION_TAG = _tag(claims_pb2.ClaimStatus, "queue_position", _VARINT)
+_REASONS = {reason: _REASON_TAG + varint(reason) if reason else b"" for reason in Reason}   # 0: left out
+_LENGTHS = [varint(n) for n in range(1 << 10)]   # a status's length, mostly (else varint)
+
+
 class Listing:
-    """What every page of a List over one committed view shares."""
+    """Every claim's status encoded once, and what every page of a List over
+    one committed view shares."""
 
     def __init__(self) -> None:
         self._committed: Committed | None = None
@@ -43,10 +78,16 @@ class Listing:
         self._seqs: dict[str, int] = {}
         self._submitted_by: dict[str, str] = {}
         self._released_by: dict[str, str] = {}
-        # claim id -> (the claim, (seq, submitted by, released by), the pending reasons it was
-        # judged with, its status); a kept status is changed in place when only its queue
-        # position or pending reason moved, so it is valid until the next call: callers copy it
+        # claim id -> (the claim, its receipt seq, its status's bytes, [its kind, what its reason is
+        # judged by]): for a waiting claim, the status without reason and queue position, the number
+        # `_kinds` gives its shape (or gang id), and that; for any other, the whole record of a page
+        # (tag, length, status) and None. The seq also says its principals are the same: a receipt
+        # that sets them sets it (state.stamped).
         self._made: dict[str, tuple] = {}
+        self._kinds: dict[object, int] = {}    # shape or gang id -> a number (a Shape's hash is slow: enums)
+        self._reasons: object = None           # the pending reasons `_judged` was asked of
+        self._judged: dict[int, bytes] = {}    # kind -> the reason field, as `_reasons` says
+        self._places: list[bytes] = [b""]      # queue position n -> its field (0: none)
 
     def _of(self, committed: Committed) -> None:
         if committed is self._committed:
@@ -57,7 +98,9 @@ class Listing:
             self._ids = sorted(self._claims)
             self._positions = {key[-1]: n for n, key in enumerate(state.pending, 1)}
             if len(self._made) > 2 * len(self._claims) + 1000:   # statuses of claims long gone
-                self._made = {c: made for c, made in self._made.items() if c in self._claims}
+                self._forget(self._claims)
+            places = self._places
+            places += (_POSITION_TAG + varint(n) for n in range(len(places), len(self._positions) + 1))
         self._seqs = committed.claim_seq.to_dict()
         self._submitted_by = committed.submitted_by.to_dict()
         self._released_by = committed.released_by.to_dict()
@@ -69,78 +112,131 @@ class Listing:
         return map(self._claims.__getitem__, self._ids[bisect_right(self._ids, claim_id):] if claim_id else self._ids)
 
     def statuses(self, committed: Committed, claims: Iterable[Claim]) -> list[claims_pb2.ClaimStatus]:
-        """What ClaimsServicer.status answers for each of `claims` (claims of the committed state),
-        valid until the next call: copy them before anything else may list."""
+        """What ClaimsServicer.status answers for each of `claims` (claims of the committed state)."""
+        return list(claims_pb2.ListClaimsResponse.FromString(self.page(committed, claims)[0]).claims)
+
+    def warm(self, committed: Committed, claims: Iterable[Claim]) -> int:
+        """Encode those of `claims` not encoded as they are now, ahead of a List; how many were."""
         self._of(committed)
-        positions, seqs, submitted_by, released_by = self._positions, self._seqs, self._submitted_by, \
-            self._released_by
-        reasons, made = committed.pending_reason, self._made
-        out = []
+        seqs, made, n = self._seqs, self._made, 0
         for claim in claims:
-            claim_id, spec, state = claim.spec.claim_id, claim.spec, claim.state
-            key = (seqs.get(claim_id, 0), submitted_by.get(claim_id), released_by.get(claim_id))
-            before = made.get(claim_id)
-            if before is not None and before[0] is claim and before[1] == key:
-                status = before[3]
-                if state is _PENDING:   # what moves while a claim waits: its place, its reason
-                    position = positions.get(claim_id, 0)
-                    if status.queue_position != position:
-                        status.queue_position = position
-                    if before[2] is not reasons:   # another decision: the reason it waits, as judged
-                        reason = reasons.get(claim_id, _UNSPECIFIED)
-                        if status.reason != reason:
-                            status.reason = reason
-                        made[claim_id] = (claim, key, reasons, status)
-                out.append(status)
-                continue
-            if state is _PENDING:
-                reason = reasons.get(claim_id, _UNSPECIFIED)
-            elif state is _REFUSED:
-                reason = claim.reason
+            claim_id = claim.spec.claim_id
+            seq = seqs.get(claim_id, 0)
+            kept = made.get(claim_id)
+            if kept is None or kept[0] is not claim or kept[1] != seq:
+                made[claim_id] = self._made_of(claim, seq)
+                n += 1
+        return n
+
+    def page(self, committed: Committed, claims: Iterable[Claim], most: int = 0, budget: int = 0
+             ) -> tuple[bytes, str | None]:
+        """ListClaimsResponse's `claims` field holding what ClaimsServicer.status
+        answers for each of `claims` (claims of the committed state), encoded: for
+        the first `most` of them (0: all), ending after the status that reaches
+        `budget` bytes (0: no end); and the id of the last claim in it (None if none).
+        An iterator of claims is read no further than the last."""
+        self._of(committed)
+        positions, seqs, made, places = self._positions, self._seqs, self._made, self._places
+        reasons = committed.pending_reason
+        if reasons is not self._reasons:
+            self._reasons, self._judged = reasons, {}
+        judged = self._judged if isinstance(reasons, PendingReasons) else None   # by shape only there
+        out: list[bytes] = []
+        n, size, claim_id = 0, 0, None
+        for claim in claims:
+            claim_id = claim.spec.claim_id
+            seq = seqs.get(claim_id, 0)
+            kept = made.get(claim_id)
+            if kept is None or kept[0] is not claim or kept[1] != seq:
+                kept = made[claim_id] = self._made_of(claim, seq)
+            kind = kept[3]
+            if kind is None:   # not waiting: the record as kept
+                out.append(kept[2])
+                size += len(kept[2])
             else:
-                reason = kernel.headline(claim)
-            status = claims_pb2.ClaimStatus(
-                claim_id=bare(claim_id), tenant=spec.tenant, state=state, reason=reason, hold_uj=claim.hold_uj,
-                ledger_seq=key[0], request=_request(spec), submitted_ns=claim.submitted_ns,
-                queue_position=positions.get(claim_id, 0))
-            if claim.hold_grade is not None:
-                status.hold_grade = claim.hold_grade
-            if claim.settled_ns:
-                status.ended_ns = claim.settled_ns
-                status.measured_uj = claim.settled_uj
-                if claim.settled_grade is not None:
-                    status.measured_grade = claim.settled_grade
-            else:
-                status.measured_uj = claim.measured_uj
-                if claim.measured_grade is not None:
-                    status.measured_grade = claim.measured_grade
-            if claim.worker:
-                status.worker = claim.worker
-                status.admitted_ns = claim.admitted_ns
-                for share in claim.devices:
-                    status.devices_mdev[share.device_id] = share.mdev
-            elif claim.admitted_ns:
-                status.admitted_ns = claim.admitted_ns
-            if claim.completed_units:
-                status.completed_units = claim.completed_units
-            if claim.overrun:
-                status.overrun = True
-            if claim.bound:
-                status.bound = True
-            if claim.borrowed:
-                status.borrowed = True
-                status.borrowed_uj = claim.borrowed_uj
-            if spec.gang_id:
-                status.gang_id = bare(spec.gang_id)
-            if spec.priority:
-                status.priority = spec.priority
-            if key[1]:
-                status.submitted_by = key[1]
-            if key[2]:
-                status.released_by = key[2]
-            made[claim_id] = (claim, key, reasons, status)
-            out.append(status)
-        return out
+                if judged is None:
+                    reason = _REASONS[reasons.get(claim_id, _UNSPECIFIED)]
+                else:
+                    reason = judged.get(kind)
+                    if reason is None:
+                        reason = judged[kind] = _REASONS[reasons.get(claim_id, _UNSPECIFIED)]
+                body = kept[2]
+                tail = reason + places[positions.get(claim_id, 0)]
+                length = len(body) + len(tail)
+                out += (CLAIMS_TAG, _LENGTHS[length] if length < 1024 else varint(length), body, tail)
+                size += length + 3
+            n += 1
+            if n == most or budget and size >= budget:
+                break
+        return b"".join(out), claim_id
+
+    def _made_of(self, claim: Claim, seq: int) -> tuple:
+        claim_id = claim.spec.claim_id
+        kept = _made(claim, seq, self._submitted_by.get(claim_id), self._released_by.get(claim_id))
+        if kept[3] is None:
+            return kept
+        return kept[:3] + (self._kinds.setdefault(kept[3], len(self._kinds)), kept[3])
+
+    def _forget(self, claims: dict[str, Claim]) -> None:
+        """Keep only the statuses of `claims`, and the kinds they use (numbered again)."""
+        self._made = {c: made for c, made in self._made.items() if c in claims}
+        self._kinds, self._reasons, self._judged = {}, None, {}
+        for claim_id, kept in self._made.items():
+            if kept[3] is not None:
+                self._made[claim_id] = kept[:3] + (self._kinds.setdefault(kept[4], len(self._kinds)), kept[4])
+
+
+def _made(claim: Claim, seq: int, submitted_by: str | None, released_by: str | None) -> tuple:
+    """What Listing keeps of a claim (Listing._made)."""
+    spec, state = claim.spec, claim.state
+    if state is _PENDING:
+        reason = _UNSPECIFIED   # set per listing, in the tail
+    elif state is _REFUSED:
+        reason = claim.reason
+    else:
+        reason = kernel.headline(claim)
+    status = claims_pb2.ClaimStatus(
+        claim_id=bare(spec.claim_id), tenant=spec.tenant, state=state, reason=reason, hold_uj=claim.hold_uj,
+        ledger_seq=seq, request=_request(spec), submitted_ns=claim.submitted_ns)
+    if claim.hold_grade is not None:
+        status.hold_grade = claim.hold_grade
+    if claim.settled_ns:
+        status.ended_ns = claim.settled_ns
+        status.measured_uj = claim.settled_uj
+        if claim.settled_grade is not None:
+            status.measured_grade = claim.settled_grade
+    else:
+        status.measured_uj = claim.measured_uj
+        if claim.measured_grade is not None:
+            status.measured_grade = claim.measured_grade
+    if claim.worker:
+        status.worker = claim.worker
+        status.admitted_ns = claim.admitted_ns
+        for share in claim.devices:
+            status.devices_mdev[share.device_id] = share.mdev
+    elif claim.admitted_ns:
+        status.admitted_ns = claim.admitted_ns
+    if claim.completed_units:
+        status.completed_units = claim.completed_units
+    if claim.overrun:
+        status.overrun = True
+    if claim.bound:
+        status.bound = True
+    if claim.borrowed:
+        status.borrowed = True
+        status.borrowed_uj = claim.borrowed_uj
+    if spec.gang_id:
+        status.gang_id = bare(spec.gang_id)
+    if spec.priority:
+        status.priority = spec.priority
+    if submitted_by:
+        status.submitted_by = submitted_by
+    if released_by:
+        status.released_by = released_by
+    body = status.SerializeToString()
+    if state is _PENDING:
+        return claim, seq, body, spec.gang_id or shape_of(spec)
+    return claim, seq, CLAIMS_TAG + varint(len(body)) + body, None
 
 
 def _request(spec: kernel.ClaimSpec) -> claims_pb2.SubmitRequest:
@@ -160,4 +256,3 @@ def _request(spec: kernel.ClaimSpec) -> claims_pb2.SubmitRequest:
     if spec.priority:
         request.priority = spec.priority
     return request
-

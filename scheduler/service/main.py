@@ -228,6 +228,7 @@ class Scheduler:
         self.server = grpc.aio.server(interceptors=[self.drain, self.authorizer], options=server_options(config.limits),
                                       maximum_concurrent_rpcs=sum(pools(config.limits).values()) + REFUSING)
         self.claims = ClaimsServicer(self.engine, config.limits)
+        self.warming: asyncio.Task | None = None   # claims.warm_listing, once serving
         self.claims.admission = self.admission
         claims_pb2_grpc.add_ClaimsServicer_to_server(self.claims, self.server)
         agent_pb2_grpc.add_AgentServiceServicer_to_server(self.agents, self.server)
@@ -338,6 +339,8 @@ class Scheduler:
         await self._set_health(health_pb2.HealthCheckResponse.SERVING)
         daemon.ready(f"serving on {self.config.server.listen}")
         log.info("serving on %s", self.config.server.listen)
+        # the open claims' List statuses encoded between calls, not on the first List's path
+        self.warming = asyncio.create_task(self.claims.warm_listing())
 
     async def _open_ledger(self) -> Steward:
         """open_and_replay; while the ledger's disk is full, health stays NOT_SERVING
@@ -394,6 +397,8 @@ class Scheduler:
         bench/failover.py), so the process leaves instead (`leave`), and
         clients see its connections close: UNAVAILABLE."""
         daemon.stopping()
+        if self.warming is not None:
+            self.warming.cancel()
         await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
         await self.drain.close(*answers, DRAIN_PATIENCE_S)
         await asyncio.sleep(answering_s)

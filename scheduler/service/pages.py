@@ -10,11 +10,14 @@ from scheduler.service.config import Limits
 from scheduler.service.errors import Refused
 
 
-def page_size(requested: int, limits: Limits) -> int:
-    """The page size to serve: the default for 0; INVALID_ARGUMENT above the maximum."""
-    if requested > limits.max_page_size:
-        raise Refused("INVALID_ARGUMENT", f"page_size: at most {limits.max_page_size}")
-    return requested or limits.page_size
+def page_size(requested: int, limits: Limits, default: int = 0) -> int:
+    """The page size to serve: `default` (else limits.page_size) for 0; INVALID_ARGUMENT
+    above the greater of limits.max_page_size and `default`."""
+    default = default or limits.page_size
+    most = max(limits.max_page_size, default)
+    if requested > most:
+        raise Refused("INVALID_ARGUMENT", f"page_size: at most {most}")
+    return requested or default
 
 
 def positions(token: str, n: int) -> tuple[int, ...]:

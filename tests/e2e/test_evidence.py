@@ -390,7 +390,7 @@ def test_idle_connections_past_the_default_file_limit_do_not_lock_out_health(clu
 
 
 def test_list_and_splits_answer_a_page_at_a_time_and_poolctl_follows(cluster, harness):
-    s = cluster(harness.TREE + "\n[limits]\npage_size = 5\nmax_page_size = 7\n")
+    s = cluster(harness.TREE + "\n[limits]\npage_size = 5\nmax_page_size = 7\nlist_page_size = 5\n")
     register(s, "h1")
     for i in range(12):
         submit(s, f"c{i:02}")

@@ -1,8 +1,10 @@
 """List's fast page (scheduler/service/listing.py) against its plain twin,
 ClaimsServicer.status one claim at a time: field for field, for every claim
 of states the engine reached through random submissions, releases, windows
-and progress, with gangs, priorities, work classes, GPU types and actors; and
-its pages, joined, are every matching claim in id order, once."""
+and progress, with gangs, priorities, work classes, GPU types and actors,
+whether the statuses were encoded ahead (warm, as after start-up) or not and
+whatever the byte budget that ends a page; and its pages, joined, are every
+matching claim in id order, once."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from hypothesis import strategies as st
 from protos.pool.v1 import claims_pb2
 from scheduler import kernel
 from scheduler.kernel import ClaimSpec, ClaimState, Placement, Reason, Resources
+from scheduler.service import claims as claims_service
 from scheduler.service.claims import ClaimsServicer
 from scheduler.service.config import Limits
 from scheduler.service.principal import Principal, reset_caller, set_caller
@@ -43,9 +46,19 @@ def _plain(servicer: ClaimsServicer, committed, request: claims_pb2.ListClaimsRe
 @given(ops=OPS, extra=st.lists(st.sampled_from(range(len(SPECS))), max_size=5),
        released=st.lists(st.sampled_from(["g1", "wc", "est", "big", "c1"]), max_size=3),
        page_size=st.integers(1, 7), tenant=st.sampled_from(["", "root", "a", "b"]),
-       states=st.lists(st.sampled_from([s for s in ClaimState if s]), max_size=3))
-def test_pages_say_what_status_says_of_every_claim(tmp_path_factory, ops, extra, released, page_size, tenant, states):
+       states=st.lists(st.sampled_from([s for s in ClaimState if s]), max_size=3),
+       warm=st.lists(st.booleans(), min_size=2, max_size=2), budget=st.sampled_from([1 << 20, 1, 150, 400]))
+def test_pages_say_what_status_says_of_every_claim(tmp_path_factory, ops, extra, released, page_size, tenant, states,
+                                                   warm, budget):
     path = tmp_path_factory.mktemp("ledger") / "ledger.sqlite"
+    claims_service.LIST_PAGE_BYTES, before = budget, claims_service.LIST_PAGE_BYTES
+    try:
+        _pages_say_what_status_says(path, ops, extra, released, page_size, tenant, states, warm, budget)
+    finally:
+        claims_service.LIST_PAGE_BYTES = before
+
+
+def _pages_say_what_status_says(path, ops, extra, released, page_size, tenant, states, warm, budget) -> None:
 
     async def run() -> None:
         """Listed once, then again after the releases (one servicer: the second listing reuses
@@ -57,21 +70,27 @@ def test_pages_say_what_status_says_of_every_claim(tmp_path_factory, ops, extra,
             await drive(engine, ops)
             for n in extra:
                 await submit(engine, SPECS[n])
-            await listing(servicer, engine)
+            await listing(servicer, engine, warm[0])
             for claim_id in released:
                 await release(engine, claim_id)
         finally:
             reset_caller(token)
-        await listing(servicer, engine)
+        await listing(servicer, engine, warm[1])
         await close(engine, steward)
 
-    async def listing(servicer: ClaimsServicer, engine) -> None:
+    async def listing(servicer: ClaimsServicer, engine, warm: bool) -> None:
         committed = engine.read()
+        if warm:   # every claim encoded ahead, as start-up's warm_listing does for the open ones
+            servicer._listing.warm(committed, committed.state.claims.values())
         request = claims_pb2.ListClaimsRequest(tenant=tenant, states=[int(s) for s in states], page_size=page_size)
         listed = []
         while True:
             answer = await ClaimsServicer.List.__wrapped__(servicer, request, None)
-            assert len(answer.claims) <= page_size
+            assert 1 <= len(answer.claims) <= page_size or not answer.claims and not answer.next_page_token
+            sizes = [len(s.SerializeToString()) + 3 for s in answer.claims]   # (a record's tag and length: ≤ 3)
+            assert sum(sizes[:-1]) < budget   # a page ends at the status that reaches the budget
+            if answer.next_page_token and len(answer.claims) < page_size:
+                assert sum(sizes) >= budget - 3 * len(sizes)
             listed += answer.claims
             if not answer.next_page_token:
                 break
@@ -150,6 +169,41 @@ def test_a_kept_status_follows_a_new_verdict_on_a_claim_that_did_not_change(tmp_
         again = servicer._listing.statuses(judged, [judged.state.claims[c] for c in waiting])
         assert [s.reason for s in again] == [Reason.NO_ELIGIBLE_WORKER] * len(waiting)
         assert list(again) == [servicer.status(c, judged) for c in waiting]
+        await close(engine, steward)
+
+    asyncio.run(run())
+
+
+def test_a_list_that_asks_no_page_size_gets_list_page_size_claims(tmp_path):
+    async def run() -> None:
+        engine, steward = opened(tmp_path / "ledger.sqlite")
+        await drive(engine, [("submit", "a", 10, 1000, 0)] * 7)
+        servicer = ClaimsServicer(engine, Limits(page_size=2, max_page_size=4, list_page_size=3))
+        request = claims_pb2.ListClaimsRequest()
+        first = await ClaimsServicer.List.__wrapped__(servicer, request, None)
+        assert len(first.claims) == 3 and first.next_page_token == first.claims[-1].claim_id
+        request.page_token, request.page_size = first.next_page_token, 4
+        second = await ClaimsServicer.List.__wrapped__(servicer, request, None)
+        assert len(second.claims) == 4 and not second.next_page_token   # the last four: no more
+        warmed = await servicer.warm_listing(chunk=2)
+        assert warmed == 0   # every claim was encoded by the listings, and none changed since
+        await close(engine, steward)
+
+    asyncio.run(run())
+
+
+def test_warming_encodes_the_open_claims_once_between_calls(tmp_path):
+    async def run() -> None:
+        engine, steward = opened(tmp_path / "ledger.sqlite")
+        await drive(engine, [("submit", "a", 10, 1000, 0), ("submit", "b", 10, 1000, 0)] * 3)
+        servicer = ClaimsServicer(engine, Limits())
+        state = engine.read().state
+        open_ = [c for c, claim in state.claims.items() if claim.state in (ClaimState.PENDING, ClaimState.ADMITTED)]
+        assert await servicer.warm_listing(chunk=2) == len(open_) > 0
+        assert set(servicer._listing._made) == set(open_)
+        request = claims_pb2.ListClaimsRequest()
+        listed = (await ClaimsServicer.List.__wrapped__(servicer, request, None)).claims
+        assert list(listed) == _plain(servicer, engine.read(), request)
         await close(engine, steward)
 
     asyncio.run(run())
