@@ -26,12 +26,13 @@ request path: service/claims.py). bench/cli.py measures it beside squeue."""
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterable, Iterator
 
 from protos.pool.v1 import claims_pb2, types_pb2
 from scheduler import kernel
 from scheduler.kernel import Claim, ClaimState, PendingReasons, Reason
+from scheduler.kernel.fast.pmap import MISSING, changes
 from scheduler.kernel.fast.shapes import shape_of
 from scheduler.service.committed import Committed
 from scheduler.service.names import bare
@@ -92,18 +93,38 @@ class Listing:
     def _of(self, committed: Committed) -> None:
         if committed is self._committed:
             return
-        state = committed.state
-        if self._committed is None or state is not self._committed.state:
+        state, before = committed.state, self._committed
+        if before is None:
             self._claims = state.claims.to_dict()
             self._ids = sorted(self._claims)
+            self._seqs = committed.claim_seq.to_dict()
+            self._submitted_by = committed.submitted_by.to_dict()
+            self._released_by = committed.released_by.to_dict()
+        else:   # only what changed since the state seen last (pmap.changes: the paths they do not share)
+            if state is not before.state:
+                ids, claims = self._ids, self._claims
+                for claim_id, _, claim in changes(before.state.claims, state.claims):
+                    if claim is MISSING:
+                        del claims[claim_id]
+                        del ids[bisect_left(ids, claim_id)]
+                    else:
+                        if claim_id not in claims:
+                            insort(ids, claim_id)
+                        claims[claim_id] = claim
+            for mine, were, now in ((self._seqs, before.claim_seq, committed.claim_seq),
+                                    (self._submitted_by, before.submitted_by, committed.submitted_by),
+                                    (self._released_by, before.released_by, committed.released_by)):
+                for claim_id, _, value in changes(were, now):
+                    if value is MISSING:
+                        del mine[claim_id]
+                    else:
+                        mine[claim_id] = value
+        if before is None or state is not before.state:
             self._positions = {key[-1]: n for n, key in enumerate(state.pending, 1)}
             if len(self._made) > 2 * len(self._claims) + 1000:   # statuses of claims long gone
                 self._forget(self._claims)
             places = self._places
             places += (_POSITION_TAG + varint(n) for n in range(len(places), len(self._positions) + 1))
-        self._seqs = committed.claim_seq.to_dict()
-        self._submitted_by = committed.submitted_by.to_dict()
-        self._released_by = committed.released_by.to_dict()
         self._committed = committed
 
     def after(self, committed: Committed, claim_id: str) -> Iterator[Claim]:
