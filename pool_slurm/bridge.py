@@ -52,6 +52,7 @@ class Bridge:
         self.acted: dict[str, float] = {}     # job key -> when it was last requeued/cancelled by us
         self.attempts: dict[str, int] = {}    # job key -> the attempt its next claim takes
         self.unreachable_since: float | None = None
+        self.tenants: dict[str, str] = {}    # job key -> its tenant, as the last cycle read them
         self.woken = threading.Event()        # set by the Watch thread: cycle now
         self.wake_seen: int | None = None     # the wake file's mtime when this cycle began
         self.reported: set[str] = set()
@@ -78,21 +79,27 @@ class Bridge:
             self._unreachable(slurm_jobs, exc)
             return
         self.unreachable_since = None
-        by_job: dict[str, dict[int, list[claims_pb2.ClaimStatus]]] = defaultdict(lambda: defaultdict(list))
+        # job key -> tenant -> attempt -> claims. Claim ids are per tenant (RULES §11): another tenant's
+        # claim named like one of the bridge's is never taken for a job's, only the job's tenant's are
+        by_job: dict[str, dict[str, dict[int, list[claims_pb2.ClaimStatus]]]] = defaultdict(
+            lambda: defaultdict(lambda: defaultdict(list)))
         for c in claims:
             parsed = J.parse_claim_id(c.claim_id, self.config.cluster)
             if parsed is not None:
-                by_job[parsed[0]][parsed[1]].append(c)
+                by_job[parsed[0]][c.tenant][parsed[1]].append(c)
         known = {j.key for j in slurm_jobs}
-        for key, attempts in by_job.items():
+        self.tenants = {j.key: self.config.tenant(j.account) for j in slurm_jobs}
+        mapped = {a.tenant for a in self.config.accounts.values()}
+        for key, tenants in by_job.items():
             if key not in known:   # its job is gone (cancelled while we were away, or purged)
-                for members in attempts.values():
-                    self._release(key, members, "its job is gone")
+                for tenant, attempts in tenants.items():
+                    for members in attempts.values() if tenant in mapped else ():
+                        self._release(key, members, "its job is gone")
         max_gpus = max((len(w.gpus) or w.capacity.resources.gpu_mdev // J.MDEV_PER_GPU for w in workers),
                        default=None)
         submits: list[tuple[J.Job, list[claims_pb2.SubmitRequest]]] = []
         for job in slurm_jobs:
-            attempts = by_job.get(job.key, {})
+            attempts = by_job.get(job.key, {}).get(self.config.tenant(job.account), {})
             current = attempts[max(attempts)] if attempts else []
             for stale in sorted(attempts)[:-1]:   # an older attempt still open: ours, superseded
                 self._release(job.key, attempts[stale], "superseded by a later attempt")
@@ -198,8 +205,7 @@ class Bridge:
             return   # already requeued or cancelled: Slurm is taking it down
         attempt = J.attempt_in_comment(job.admin_comment, self.config.cluster, job.key)
         last = J.claim_ids(self.config.cluster, job.key, attempt, job.node_count)[0] if attempt is not None else None
-        account = self.config.accounts.get(job.account.lower())   # the job's tenant: its claim ids are that tenant's
-        ended = self.pool.get(last, account.tenant if account else "") if last else None
+        ended = self.pool.get(last, self.config.tenant(job.account)) if last else None
         if ended is not None and ended.state in ENDED_BY_POOL:
             how = types_pb2.ClaimState.Name(ended.state)
             policy = self.config.on_preempt
@@ -320,6 +326,8 @@ class Bridge:
         if parsed is None:
             return
         key = parsed[0]
+        if status.tenant != self.tenants.get(key):   # not the claim of a job the last cycle saw: the cycle's
+            return
         if time.monotonic() - self.acted.get(key, -1e9) < 5:
             return
         self.acted[key] = time.monotonic()

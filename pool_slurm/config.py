@@ -47,6 +47,12 @@ class Config:
     wake: Path = Path("/run/pool-slurm/wake")   # job_submit.lua touches it: the bridge cycles at once
     path: Path | None = None
 
+    def tenant(self, account: str) -> str:
+        """The tenant a Slurm account maps to ("" when unmapped): the tenant whose claim ids a
+        job's claims are (claim ids are per tenant, RULES §11)."""
+        mapped = self.accounts.get(account.lower())
+        return mapped.tenant if mapped else ""
+
     def worker(self, node: str) -> str:
         return self.nodes.get(node, node)
 

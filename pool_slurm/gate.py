@@ -24,14 +24,15 @@ log = logging.getLogger("pool_slurm.gate")
 DEFAULT_SOCKET = Path("/run/pool-slurm/gate.sock")
 
 
-def ask(config, key: str, nodes: dict, admin_comment: str, timeout: float = 30) -> tuple[bool, str] | None:
+def ask(config, key: str, nodes: dict, admin_comment: str, account: str = "",
+        timeout: float = 30) -> tuple[bool, str] | None:
     """(may start, why not) from the bridge; None when no bridge answers."""
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
             s.settimeout(timeout)
             s.connect(str(config.socket))
             s.sendall(json.dumps({"job": key, "nodes": {n: list(i) for n, i in nodes.items()},
-                                  "admin_comment": admin_comment}).encode() + b"\n")
+                                  "admin_comment": admin_comment, "account": account}).encode() + b"\n")
             line = s.makefile("rb").readline()
         answer = json.loads(line)
         return bool(answer["ok"]), str(answer.get("why", ""))
@@ -55,7 +56,8 @@ class Gate:
                 try:
                     request = json.loads(self.rfile.readline())
                     nodes = {n: tuple(i) for n, i in request["nodes"].items()}
-                    why = may_start(pool, config, request["job"], nodes, request.get("admin_comment", ""))
+                    why = may_start(pool, config, request["job"], nodes, request.get("admin_comment", ""),
+                                    request.get("account", ""))
                     answer = {"ok": why is None, "why": why or ""}
                 except PoolError as exc:
                     answer = {"ok": False, "why": f"UNREACHABLE: {exc}" if unreachable(exc)

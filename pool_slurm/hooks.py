@@ -20,17 +20,17 @@ import sys
 log = logging.getLogger("pool_slurm.hooks")
 
 
-def _claims_for(pool, config, key: str, attempt: int | None, nodes: int) -> list:
+def _claims_for(pool, config, key: str, attempt: int | None, nodes: int, tenant: str) -> list:
     """The job's open claims: those of the attempt its AdminComment names, else any open claim of its key."""
     from pool_slurm import jobs as J
     if attempt is not None:
-        found = [pool.get(c) for c in J.claim_ids(config.cluster, key, attempt, nodes)]
+        found = [pool.get(c, tenant) for c in J.claim_ids(config.cluster, key, attempt, nodes)]
         if all(s is not None and s.state == 2 for s in found):   # ADMITTED
             return found
     attempts: dict[int, list] = {}
     for c in pool.open_claims(f"{J.PREFIX}.{config.cluster}.{key}."):
         parsed = J.parse_claim_id(c.claim_id, config.cluster)
-        if parsed and parsed[0] == key:
+        if parsed and parsed[0] == key and c.tenant == tenant:   # ids are per tenant: only the job's tenant's
             attempts.setdefault(parsed[1], []).append(c)
     return attempts[max(attempts)] if attempts else []
 
@@ -40,14 +40,14 @@ def _key() -> str:
     return f"{array}_{task}" if array and task else os.environ["SLURM_JOB_ID"]
 
 
-def may_start(pool, config, key: str, nodes: dict, admin_comment: str) -> str | None:
+def may_start(pool, config, key: str, nodes: dict, admin_comment: str, account: str = "") -> str | None:
     """None when every claim of job `key` is admitted on exactly the nodes Slurm chose (and is then
     bound to the GPUs Slurm gave it there, RULES §10); else why it may not start. Asked by the
     prolog through the running bridge (gate.py), or by the prolog itself when the bridge is down.
     Raises PoolError when Pool cannot answer."""
     from pool_slurm import jobs as J
     attempt = J.attempt_in_comment(admin_comment, config.cluster, key)
-    claims = _claims_for(pool, config, key, attempt, len(nodes))
+    claims = _claims_for(pool, config, key, attempt, len(nodes), config.tenant(account))
     where = {config.worker(n) for n in nodes}
     admitted = [c for c in claims if c.state == 2]
     if claims and len(admitted) == len(claims) == len(nodes) and {c.worker for c in admitted} == where:
@@ -67,7 +67,7 @@ def prolog(config) -> int:
         detail = slurm.detail(job_id)
         if not any(detail.nodes.values()):
             return 0   # no GPUs on any node: not Pool's
-        answer = gate.ask(config, key, detail.nodes, detail.admin_comment)   # the running bridge: fast
+        answer = gate.ask(config, key, detail.nodes, detail.admin_comment, detail.account)   # the bridge: fast
         if answer is None:
             answer = _ask_pool(config, key, detail)   # the bridge is down: ask Pool ourselves
         ok, why = answer
@@ -93,7 +93,7 @@ def _ask_pool(config, key: str, detail) -> tuple[bool, str]:
     try:
         pool = Pool(config)
         try:
-            why = may_start(pool, config, key, detail.nodes, detail.admin_comment)
+            why = may_start(pool, config, key, detail.nodes, detail.admin_comment, detail.account)
         finally:
             pool.close()
     except PoolError as exc:
@@ -124,7 +124,8 @@ def epilog(config) -> int:
         nodes = int(os.environ.get("SLURM_JOB_NUM_NODES") or len(detail.nodes) or 1)
         pool = Pool(config)
         try:
-            statuses = [pool.get(c) for c in J.claim_ids(config.cluster, key, attempt, nodes)]
+            tenant = config.tenant(detail.account)
+            statuses = [pool.get(c, tenant) for c in J.claim_ids(config.cluster, key, attempt, nodes)]
             statuses = [s for s in statuses if s is not None]
             # only what ran is released here: a claim still pending (a start the prolog refused) stays queued
             statuses = [(pool.release(s.claim_id, s.tenant) or pool.get(s.claim_id, s.tenant)) if s.state == 2 else s

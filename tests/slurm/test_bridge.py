@@ -67,10 +67,17 @@ def splits_figure(g, claim) -> int:
 
 def test_a_job_runs_only_once_pool_admits_it_and_ends_with_its_joules(governed):
     g = governed()
+    # claim ids are per tenant: beta names a claim as the bridge will name job 1's (a fresh cluster's
+    # first job); the bridge takes only the job's tenant's claims for the job's, and leaves beta's alone
+    decoy = g.scheduler.claims.Submit(claims_pb2.SubmitRequest(
+        claim_id="slurm.pooltest.1.0", tenant="beta", estimate_uj=10**9, resources=types_pb2.Resources(gpu_mdev=1000)),
+        timeout=10)
+    assert decoy.state == types_pb2.ADMITTED
     job = g.sbatch("acctA", gpus=2, comment="pool:estimate=10kJ", script=until_file(g, "a"))
-    wait_for("the job's claim", lambda: g.claims(job), 30)
+    assert job == "1"
+    wait_for("the job's claim", lambda: [c for c in g.claims(job) if c.tenant == "alpha"], 30)
     g.wait_state(job, "RUNNING")
-    [claim] = g.claims(job)
+    [claim] = [c for c in g.claims(job) if c.tenant == "alpha"]
     assert claim.tenant == "alpha" and claim.request.resources.gpu_mdev == 2000
     assert claim.state == types_pb2.ADMITTED and g.job(job)["NodeList"] == claim.worker
     assert claim.bound and sorted(claim.devices_mdev) == slurm_devices(g, job)   # RULES §10: Slurm's GPUs
@@ -78,13 +85,15 @@ def test_a_job_runs_only_once_pool_admits_it_and_ends_with_its_joules(governed):
     wait_for("the energy in AdminComment", lambda: "energy_uj=6000000 " in g.job(job).get("AdminComment", ""), 10)
     finish(g, "a")
     g.wait_state(job, "COMPLETED")
-    wait_for("the claim's release", lambda: g.claims(job)[0].state == types_pb2.RELEASED, 10)
-    [claim] = g.claims(job)
+    wait_for("the claim's release", lambda: [c.state for c in g.claims(job) if c.tenant == "alpha"] == [
+        types_pb2.RELEASED], 10)
+    [claim, beta] = sorted(g.claims(job), key=lambda c: c.tenant)
+    assert (claim.tenant, beta.tenant, beta.state) == ("alpha", "beta", types_pb2.ADMITTED)
     admin = g.job(job)["AdminComment"]
     assert admin.startswith(f"pool:claim={claim.claim_id} ") and "grade=HW_SHUNT" in admin, admin
     assert f"energy_uj={claim.measured_uj} " in admin and claim.measured_uj == splits_figure(g, claim) == 6_000_000
-    listed = g.scheduler.json("claims", "--slurm-job", job)["claims"]
-    assert [c["claim_id"] for c in listed] == [claim.claim_id]
+    listed = g.scheduler.json("claims", "--slurm-job", job)["claims"]   # by id: beta's namesake too
+    assert sorted((c["tenant"], c["claim_id"]) for c in listed) == [("alpha", claim.claim_id), ("beta", beta.claim_id)]
     assert g.scheduler.json("claims", "--slurm-job", job + "0")["claims"] == []
 
 
