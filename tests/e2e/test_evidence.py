@@ -140,6 +140,9 @@ def refused_batch(s, host: str, *windows: agent_pb2.Window, details: str,
     assert observable(s) == before
 
 
+JOB = "alpha/job"   # claim job of tenant alpha as an agent knows it: by its key (docs/RULES.md §11)
+
+
 def submit(s, claim_id: str, **fields) -> claims_pb2.ClaimStatus:
     base = dict(tenant="alpha", estimate_uj=1_000_000, resources=types_pb2.Resources(cpu_millis=10))
     return s.claims.Submit(claims_pb2.SubmitRequest(claim_id=claim_id, **{**base, **fields}), timeout=10)
@@ -158,9 +161,9 @@ def held(cluster):
     register(s, "h2")
     feed = Feed(s, "h1")
     occupancy = feed.occupancy()
-    device = next(d.device_id for d in occupancy.devices if "job" in d.occupants)
+    device = next(d.device_id for d in occupancy.devices if JOB in d.occupants)
     t0 = time.time_ns() - 60 * SECOND
-    feed.send(window(1, t0, 1_000, device, occupancy.version, [("job", 250, MODEL), ("unallocated", 750, MODEL)]))
+    feed.send(window(1, t0, 1_000, device, occupancy.version, [(JOB, 250, MODEL), ("unallocated", 750, MODEL)]))
     feed.acked(1)
     feed.close()
     not_streaming(s, "h1")
@@ -168,7 +171,7 @@ def held(cluster):
 
 
 def _job_split(uj: int) -> list:
-    return [("job", uj // 4, MODEL), ("unallocated", uj - uj // 4, MODEL)]
+    return [(JOB, uj // 4, MODEL), ("unallocated", uj - uj // 4, MODEL)]
 
 
 def test_a_share_may_name_only_a_claim_admitted_on_that_host_and_device(held):
@@ -250,7 +253,7 @@ def test_a_reregistration_may_not_drop_gpus_that_claims_hold(held):
     s, version, device, t = held
     capacity = types_pb2.Capacity(resources=types_pb2.Resources(cpu_millis=64_000, memory_mb=1 << 20))
     refused(s, s.agents.Register, agent_pb2.RegisterRequest(host_id="h1", capacity=capacity),
-            PRECONDITION, f"DEVICES_HELD: devices: 'h1' would drop {device!r}, which claim 'job' holds")
+            PRECONDITION, f"DEVICES_HELD: devices: 'h1' would drop {device!r}, which claim 'alpha/job' holds")
 
 
 def test_a_refused_first_batch_leaves_no_liveness_receipt(cluster):
@@ -301,12 +304,18 @@ def test_a_claim_larger_than_every_worker_waits_saying_no_worker_can_take_it(qui
     quiet.claims.Release(claims_pb2.ReleaseRequest(claim_id="huge"), timeout=10)
 
 
-def test_gang_members_share_a_tenant(quiet):
+def test_a_gang_id_is_its_tenants_own(quiet):
+    """Gang members share a tenant: another tenant's member with the same gang
+    id (and another size) starts a gang of its own (docs/RULES.md §11), and
+    the first gang still waits for its members."""
     submit(quiet, "t-1", gang_id="t", gang_size=3)
-    refused(quiet, quiet.claims.Submit, claims_pb2.SubmitRequest(claim_id="t-2", tenant="beta", estimate_uj=1,
-                                                                 gang_id="t", gang_size=3),
-            INVALID, "INVALID_CLAIM: gang_id: gang 't' belongs to another tenant")
-    quiet.claims.Release(claims_pb2.ReleaseRequest(claim_id="t-1"), timeout=10)
+    theirs = quiet.claims.Submit(claims_pb2.SubmitRequest(claim_id="t-2", tenant="beta", estimate_uj=1,
+                                                          gang_id="t", gang_size=2), timeout=10)
+    assert (theirs.tenant, theirs.gang_id, theirs.reason) == ("beta", "t", types_pb2.GANG_INCOMPLETE)
+    mine = quiet.claims.Get(claims_pb2.GetClaimRequest(claim_id="t-1"), timeout=10)
+    assert (mine.tenant, mine.gang_id, mine.reason) == ("alpha", "t", types_pb2.GANG_INCOMPLETE)
+    for claim_id in ("t-1", "t-2"):
+        quiet.claims.Release(claims_pb2.ReleaseRequest(claim_id=claim_id), timeout=10)
 
 
 def test_unknown_enum_values_and_hostile_ids_elsewhere(quiet):
@@ -546,8 +555,8 @@ def test_a_busy_device_below_its_own_idle_floor_is_counted_and_logged(cluster):
     feed.send(*(window(i, t + (i - 1) * SECOND, 60_000_000, "h1-gpu0", idle.version) for i in range(1, 11)))
     feed.acked(10)
     assert submit(s, "job", resources=types_pb2.Resources(gpu_mdev=500)).state == types_pb2.ADMITTED
-    busy = next(o for o in iter(feed.occupancy, None) if "job" in o.devices[0].occupants)
-    half = lambda uj: [("job", uj // 2, MODEL), ("unallocated", uj - uj // 2, MODEL)]  # noqa: E731  (divided)
+    busy = next(o for o in iter(feed.occupancy, None) if JOB in o.devices[0].occupants)
+    half = lambda uj: [(JOB, uj // 2, MODEL), ("unallocated", uj - uj // 2, MODEL)]  # noqa: E731  (divided)
     feed.send(window(11, t + 10 * SECOND, 5_000_000, "h1-gpu0", busy.version, half(5_000_000)),
               window(12, t + 11 * SECOND, 50_000_000, "h1-gpu0", busy.version, half(50_000_000)))
     feed.acked(12)
