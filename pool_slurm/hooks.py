@@ -30,7 +30,8 @@ def _claims_for(pool, config, key: str, attempt: int | None, nodes: int, tenant:
     attempts: dict[int, list] = {}
     for c in pool.open_claims(f"{J.PREFIX}.{config.cluster}.{key}."):
         parsed = J.parse_claim_id(c.claim_id, config.cluster)
-        if parsed and parsed[0] == key and c.tenant == tenant:   # ids are per tenant: only the job's tenant's
+        # ids are per tenant: only the job's tenant's ("": not known, as from a hook older than the bridge)
+        if parsed and parsed[0] == key and (c.tenant == tenant or not tenant):
             attempts.setdefault(parsed[1], []).append(c)
     return attempts[max(attempts)] if attempts else []
 
