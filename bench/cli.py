@@ -60,7 +60,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from e2e import BIN, TENANTS, Pki, channel, scheduler                   # bench/e2e.py
+from e2e import BIN, GPUS, TENANTS, Pki, channel, scheduler             # bench/e2e.py
 from queue_depth import queue_ledger                                   # bench/queue_depth.py
 
 # Peers measured earlier on this machine, used when the peer cannot be run here.
@@ -200,21 +200,32 @@ def list_all(stub) -> list:
         request.page_token = answer.next_page_token
 
 
-def squeue_list_peer(pending: int, rounds: int) -> tuple[list[float] | None, str]:
-    """`squeue -r -t PD,R` against a slurmctld that answers here, its queue filled beforehand."""
-    if shutil.which("squeue") is None:
-        return None, "squeue is not on PATH"
-    if subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, timeout=30).returncode != 0:
-        return None, "no slurmctld answers here"
-    walls, listed = [], 0
-    for _ in range(rounds):
+class SqueuePeer:
+    """`squeue -r -t PD,R` against a slurmctld that answers here, its queue filled beforehand;
+    run once per round in turn with Pool's figures, so that load falls on both alike."""
+
+    def __init__(self, pending: int) -> None:
+        self.pending, self.walls, self.listed, self.why = pending, [], 0, ""
+        if shutil.which("squeue") is None:
+            self.why = "squeue is not on PATH"
+        elif subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, timeout=30).returncode != 0:
+            self.why = "no slurmctld answers here"
+
+    def run(self) -> None:
+        if self.why:
+            return
         started = time.perf_counter()
         done = subprocess.run(["squeue", "-r", "-t", "PD,R"], capture_output=True, timeout=60)
-        walls.append(time.perf_counter() - started)
-        listed = max(0, len(done.stdout.splitlines()) - 1)
-    if listed < pending * 0.9:
-        return None, f"its queue holds {listed:,} jobs, not ~{pending:,} (fill it: see the docstring)"
-    return walls, f"squeue -r -t PD,R, {listed:,} jobs (peer, measured)"
+        self.walls.append(time.perf_counter() - started)
+        self.listed = max(self.listed, len(done.stdout.splitlines()) - 1)
+
+    def figures(self) -> tuple[list[float] | None, str]:
+        if self.why:
+            return None, self.why
+        if self.listed < self.pending * 0.9:
+            return None, f"its queue holds {self.listed:,} jobs, not ~{self.pending:,} (fill it: see the docstring)"
+        return self.walls, (f"squeue -r -t PD,R, {self.listed:,} jobs (peer, measured, {len(self.walls)} runs "
+                            f"in turn; median {statistics.median(self.walls) * 1000:.1f} ms)")
 
 
 WARMED = "listing: "   # the scheduler's log line once the open claims' statuses are encoded (warm_listing)
@@ -238,14 +249,18 @@ def logging_info(workdir: Path) -> None:
     toml.write_text(toml.read_text().replace('log_level = "warning"', 'log_level = "info"', 1))
 
 
-def list_figures(pending: int, rounds: int) -> None:
-    """The first listing twice: at the instant the scheduler serves (racing its
-    warm-up, which encodes the open claims' statuses between calls), and after a
-    second start-up on the same ledger, once the warm-up logged. Each other figure
-    the least of `rounds` runs after those (statuses the scheduler then reuses
-    while their claims stand still), and one after the queue moved."""
+def list_figures(pending: int, rounds: int, starts: int = 3) -> None:
+    """The first listing at the instant the scheduler serves (racing its warm-up,
+    which encodes the open claims' statuses between calls); then `starts` more
+    start-ups on the same ledger, each listed first once the warm-up logged (on a
+    channel already connected: the TLS handshake is not the listing's), the least
+    of them; after the last, each figure the least of `rounds` runs (statuses the
+    scheduler reuses while their claims stand still), and the least of up to 8
+    listings each after the queue moved (a held GPU released: the head admitted)."""
     from scheduler.ctl import claims as ctl_claims
     from protos.pool.v1 import claims_pb2, claims_pb2_grpc
+    import grpc
+    squeue = SqueuePeer(pending)
     with tempfile.TemporaryDirectory(prefix="pool-bench-list-", dir=os.environ.get("BENCH_DIR")) as tmp:
         workdir = Path(tmp)
         pki = Pki(workdir / "pki", hosts=1)
@@ -257,13 +272,20 @@ def list_figures(pending: int, rounds: int) -> None:
                 list_all(stub)   # at serving: what the warm-up has not encoded yet, the listing does
                 racing = time.perf_counter() - started, cpu_seconds(pid) - cpu
             warmed(workdir, 1, pid)
-        with scheduler(workdir, prepare=lambda: logging_info(workdir), pki=pki) as (address, pid):   # again
-            warm_s = warmed(workdir, 2, pid)
-            with channel(address, pki, "operator", aio=False) as grpc_channel:
+        colds, warm_s = [], []
+        for start in range(2, starts + 2):
+            squeue.run()
+            with scheduler(workdir, prepare=lambda: logging_info(workdir), pki=pki) as (address, pid):   # again
+                warm_s.append(warmed(workdir, start, pid))
+                grpc_channel = channel(address, pki, "operator", aio=False)
+                grpc.channel_ready_future(grpc_channel).result(timeout=30)
                 stub = claims_pb2_grpc.ClaimsStub(grpc_channel)
                 cpu, started = cpu_seconds(pid), time.perf_counter()
                 answers = list_all(stub)   # the first listing once warm
-                cold = time.perf_counter() - started, cpu_seconds(pid) - cpu
+                colds.append((time.perf_counter() - started, cpu_seconds(pid) - cpu))
+                if start < starts + 1:
+                    grpc_channel.close()
+                    continue
                 claims = [c for a in answers for c in a.claims]
                 assert len(claims) >= pending, len(claims)
                 env = {**os.environ, "POOL_SCHEDULER": address, "POOL_CA": str(pki.dir / "ca.pem"),
@@ -274,8 +296,9 @@ def list_figures(pending: int, rounds: int) -> None:
                 env["PYTHONPYCACHEPREFIX"] = str(workdir / "pycache")   # bytecode cached, as installed
                 command = [str(BIN / "poolctl"), "claims", "--state", "pending,admitted"]
                 runs: dict[str, list[float]] = {n: [] for n in ("grpc wall", "grpc cpu", "ctl wall", "ctl cpu",
-                                                                 "table")}
+                                                                 "table", "moved wall", "moved cpu")}
                 for _ in range(rounds):   # in turns
+                    squeue.run()
                     cpu, started = cpu_seconds(pid), time.perf_counter()
                     list_all(stub)
                     runs["grpc wall"].append(time.perf_counter() - started)
@@ -290,34 +313,39 @@ def list_figures(pending: int, rounds: int) -> None:
                         ctl_claims.print_claims(ctl_claims.ClaimsTable.default(), claims, "queue")
                     runs["table"].append(time.perf_counter() - started)
                 # the queue moves: a held GPU freed admits the head, every waiting claim's place changes
-                stub.Release(claims_pb2.ReleaseRequest(claim_id="hold-0"), timeout=60)
-                cpu, started = cpu_seconds(pid), time.perf_counter()
-                list_all(stub)
-                moved = time.perf_counter() - started, cpu_seconds(pid) - cpu
-    peer, where = squeue_list_peer(pending, rounds)
+                for hold in range(min(rounds, GPUS)):
+                    squeue.run()
+                    stub.Release(claims_pb2.ReleaseRequest(claim_id=f"hold-{hold}"), timeout=60)
+                    cpu, started = cpu_seconds(pid), time.perf_counter()
+                    list_all(stub)
+                    runs["moved wall"].append(time.perf_counter() - started)
+                    runs["moved cpu"].append(cpu_seconds(pid) - cpu)
+                grpc_channel.close()
+    peer, where = squeue.figures()
     if peer is None:
         value, recorded = LIST_FLOORS.get(pending, (None, ""))
         if value is None:
             raise SystemExit(f"no squeue peer ({where}) and no figure recorded at {pending:,} pending")
         peer, where = [value], f"squeue, recorded: {recorded} ({where})"
+    cold = min(colds, key=lambda c: c[1])
     print(f"List at {pending:,} pending, the least of {rounds} runs each (a loaded shared machine)")
     print(f"  {where}: least {min(peer) * 1000:.1f} ms")
     print(f"  {'gRPC List, the first, at serving: scheduler CPU':<44} {racing[1] * 1000:7.1f} ms   "
           f"{racing[1] / min(peer):.2f} × squeue (racing the warm-up; wall {racing[0] * 1000:.1f} ms)")
-    print(f"  {'gRPC List, the first after start-up: sched. CPU':<44} {cold[1] * 1000:7.1f} ms   "
-          f"{cold[1] / min(peer):.2f} × squeue (target ≤ 1; after the warm-up, which took {warm_s:.2f} s "
-          f"from serving; wall {cold[0] * 1000:.1f} ms)")
-    print(f"  {'gRPC List, after the queue moved: scheduler CPU':<44} {moved[1] * 1000:7.1f} ms   "
-          f"{moved[1] / min(peer):.2f} × squeue (target ≤ 1; the head admitted; wall {moved[0] * 1000:.1f} ms)")
-    for name, label in (("grpc cpu", "gRPC List, every page: the scheduler's CPU"),
+    print(f"  {'gRPC List, the first after start-up: sched. CPU':<44} least {cold[1] * 1000:7.1f} ms   "
+          f"{cold[1] / min(peer):.2f} × squeue (target ≤ 1; of {starts} start-ups: "
+          f"{', '.join(f'{c[1] * 1000:.1f}' for c in colds)} ms, each after the warm-up, which took "
+          f"{', '.join(f'{w:.2f}' for w in warm_s)} s from serving)")
+    for name, label in (("moved cpu", "gRPC List, after the queue moved: sched. CPU"),
+                        ("grpc cpu", "gRPC List, every page: the scheduler's CPU"),
                         ("grpc wall", "gRPC List, every page: wall"),
                         ("ctl cpu", "poolctl claims: the scheduler's CPU"),
                         ("table", "poolctl claims: the table (sort, render)"),
                         ("ctl wall", "poolctl claims: wall, the whole process")):
-        target = " (target ≤ 1)" if name in ("grpc cpu", "ctl cpu") else ""
+        target = " (target ≤ 1)" if name in ("grpc cpu", "ctl cpu", "moved cpu") else ""
         label = label.replace("the scheduler's CPU", "the scheduler CPU")
         print(f"  {label:<44} least {min(runs[name]) * 1000:7.1f} ms   "
-              f"{min(runs[name]) / min(peer):.2f} × squeue{target}")
+              f"{min(runs[name]) / min(peer):.2f} × squeue{target} (median {statistics.median(runs[name]) * 1000:.1f})")
 
 
 def main() -> None:

@@ -276,8 +276,11 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
     def _matching(self, committed: Committed, tenants: frozenset[str] | None, states: frozenset[ClaimState],
                   after: str = "") -> Iterator[Claim]:
         """Matching claims in id order, those after `after` (a page token: the last id sent)."""
-        return (claim for claim in self._listing.after(committed, after)
-                if (tenants is None or claim.tenant in tenants) and (not states or claim.state in states))
+        claims = self._listing.after(committed, after)
+        if states:   # as a tuple: `in` finds a state by identity first (an enum's own hash is Python code)
+            wanted = tuple(states)
+            claims = (claim for claim in claims if claim.state in wanted)
+        return claims if tenants is None else (claim for claim in claims if claim.tenant in tenants)
 
     async def Watch(self, request, context):
         """The statuses first (EVENT_CURRENT: every watched claim, or with

@@ -79,11 +79,11 @@ class Listing:
         self._seqs: dict[str, int] = {}
         self._submitted_by: dict[str, str] = {}
         self._released_by: dict[str, str] = {}
-        # claim id -> (the claim, its receipt seq, its status's bytes, [its kind, what its reason is
-        # judged by]): for a waiting claim, the status without reason and queue position, the number
-        # `_kinds` gives its shape (or gang id), and that; for any other, the whole record of a page
-        # (tag, length, status) and None. The seq also says its principals are the same: a receipt
-        # that sets them sets it (state.stamped).
+        # claim id -> what is kept of its status while the claim (and its receipt seq and principals,
+        # whose changes `_of` drops it for) stand still: for any claim but a waiting one, (the claim,
+        # its seq, the whole record of a page (tag, length, status), None); for a waiting one, [the
+        # claim, its seq, the status without reason and queue position, the number `_kinds` gives its
+        # shape (or gang id), that shape, and the reason field, position and record it last had].
         self._made: dict[str, tuple] = {}
         self._kinds: dict[object, int] = {}    # shape or gang id -> a number (a Shape's hash is slow: enums)
         self._reasons: object = None           # the pending reasons `_judged` was asked of
@@ -111,10 +111,12 @@ class Listing:
                         if claim_id not in claims:
                             insort(ids, claim_id)
                         claims[claim_id] = claim
+            made = self._made
             for mine, were, now in ((self._seqs, before.claim_seq, committed.claim_seq),
                                     (self._submitted_by, before.submitted_by, committed.submitted_by),
                                     (self._released_by, before.released_by, committed.released_by)):
                 for claim_id, _, value in changes(were, now):
+                    made.pop(claim_id, None)   # its status shows these: made again when next listed
                     if value is MISSING:
                         del mine[claim_id]
                     else:
@@ -137,17 +139,14 @@ class Listing:
         return list(claims_pb2.ListClaimsResponse.FromString(self.page(committed, claims)[0]).claims)
 
     def warm(self, committed: Committed, claims: Iterable[Claim]) -> int:
-        """Encode those of `claims` not encoded as they are now, ahead of a List; how many were."""
+        """Encode those of `claims` not encoded as they are now, and their records as a page
+        would have them, ahead of a List; how many statuses were encoded."""
+        claims = list(claims)
         self._of(committed)
-        seqs, made, n = self._seqs, self._made, 0
-        for claim in claims:
-            claim_id = claim.spec.claim_id
-            seq = seqs.get(claim_id, 0)
-            kept = made.get(claim_id)
-            if kept is None or kept[0] is not claim or kept[1] != seq:
-                made[claim_id] = self._made_of(claim, seq)
-                n += 1
-        return n
+        made = self._made
+        fresh = sum(1 for c in claims if (kept := made.get(c.spec.claim_id)) is None or kept[0] is not c)
+        self.page(committed, claims)   # encodes them, and each waiting claim's record as it stands
+        return fresh
 
     def page(self, committed: Committed, claims: Iterable[Claim], most: int = 0, budget: int = 0
              ) -> tuple[bytes, str | None]:
@@ -166,14 +165,12 @@ class Listing:
         n, size, claim_id = 0, 0, None
         for claim in claims:
             claim_id = claim.spec.claim_id
-            seq = seqs.get(claim_id, 0)
             kept = made.get(claim_id)
-            if kept is None or kept[0] is not claim or kept[1] != seq:
-                kept = made[claim_id] = self._made_of(claim, seq)
+            if kept is None or kept[0] is not claim:
+                kept = made[claim_id] = self._made_of(claim, seqs.get(claim_id, 0))
             kind = kept[3]
             if kind is None:   # not waiting: the record as kept
-                out.append(kept[2])
-                size += len(kept[2])
+                record = kept[2]
             else:
                 if judged is None:
                     reason = _REASONS[reasons.get(claim_id, _UNSPECIFIED)]
@@ -181,30 +178,37 @@ class Listing:
                     reason = judged.get(kind)
                     if reason is None:
                         reason = judged[kind] = _REASONS[reasons.get(claim_id, _UNSPECIFIED)]
-                body = kept[2]
-                tail = reason + places[positions.get(claim_id, 0)]
-                length = len(body) + len(tail)
-                out += (CLAIMS_TAG, _LENGTHS[length] if length < 1024 else varint(length), body, tail)
-                size += length + 3
+                position = positions.get(claim_id, 0)
+                if kept[5] is reason and kept[6] == position:   # as the last listing had it
+                    record = kept[7]
+                else:
+                    body = kept[2]
+                    tail = reason + places[position]
+                    length = len(body) + len(tail)
+                    record = CLAIMS_TAG + (_LENGTHS[length] if length < 1024 else varint(length)) + body + tail
+                    kept[5], kept[6], kept[7] = reason, position, record
+            out.append(record)
+            size += len(record)
             n += 1
             if n == most or budget and size >= budget:
                 break
         return b"".join(out), claim_id
 
-    def _made_of(self, claim: Claim, seq: int) -> tuple:
+    def _made_of(self, claim: Claim, seq: int) -> tuple | list:
         claim_id = claim.spec.claim_id
         kept = _made(claim, seq, self._submitted_by.get(claim_id), self._released_by.get(claim_id))
         if kept[3] is None:
             return kept
-        return kept[:3] + (self._kinds.setdefault(kept[3], len(self._kinds)), kept[3])
+        # a waiting claim's: a list, its last record kept with the reason and position it was made with
+        return [*kept[:3], self._kinds.setdefault(kept[3], len(self._kinds)), kept[3], None, 0, b""]
 
     def _forget(self, claims: dict[str, Claim]) -> None:
         """Keep only the statuses of `claims`, and the kinds they use (numbered again)."""
         self._made = {c: made for c, made in self._made.items() if c in claims}
         self._kinds, self._reasons, self._judged = {}, None, {}
-        for claim_id, kept in self._made.items():
+        for kept in self._made.values():
             if kept[3] is not None:
-                self._made[claim_id] = kept[:3] + (self._kinds.setdefault(kept[4], len(self._kinds)), kept[4])
+                kept[3] = self._kinds.setdefault(kept[4], len(self._kinds))
 
 
 def _made(claim: Claim, seq: int, submitted_by: str | None, released_by: str | None) -> tuple:
