@@ -26,7 +26,7 @@ import logging
 import time
 from collections import deque
 from functools import partial
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Mapping
 
 import grpc
 
@@ -291,14 +291,16 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         committed = self.engine.read()
         version = committed.occupancy_seq.get(host, 0)
         self.engine.occupancies.sent(host, version, time.time_ns())
-        return occupancy(committed.state, host, self.meters.get(host, []), version)
+        return occupancy(committed.state, host, self.meters.get(host, []), version, self.engine.observed.holders)
 
 
-def occupancy(state: ClusterState, host: str, meters: list[types_pb2.DeviceMeter], version: int
+def occupancy(state: ClusterState, host: str, meters: list[types_pb2.DeviceMeter], version: int,
+              holders: Callable[[ClusterState, str], Mapping[str, Mapping[str, int]]] = occupants
               ) -> agent_pb2.Occupancy:
     """Who occupies each device of a host: GPU holders by milli-device, and on
-    each CPU package every claim with reserved CPU, by cpu_millis (RULES §2)."""
-    worker, held = state.workers[host], occupants(state, host)
+    each CPU package every claim with reserved CPU, by cpu_millis (RULES §2).
+    `holders`: occupants, or the engine's cache of it (occupancy.Holders)."""
+    worker, held = state.workers[host], holders(state, host)
     out = agent_pb2.Occupancy(version=version)
     for device in worker.devices:
         out.devices.add(device_id=device.device_id, capacity=MDEV_PER_DEVICE, occupants=held.get(device.device_id, {}))

@@ -75,3 +75,20 @@ def test_adjust_one_claim_at_a_time_adds_up_to_the_load_from_scratch(data, worke
     assert load == load_of(worker, kept)
     assert list(load.active) == sorted(c.claim_id for c in kept)
     assert load_of(worker, []).active == ()
+
+
+@settings(max_examples=40)
+@given(st.lists(st.integers(0, 5000), min_size=SMALL + 1, max_size=600, unique=True),
+       st.lists(st.tuples(st.booleans(), st.integers(0, 5000)), max_size=100))
+def test_the_difference_of_two_shared_sequences_is_their_set_differences(start, changes):
+    """Shared.difference, which reads only the blocks two sequences do not
+    share, against the plain set differences."""
+    old = Shared(start)
+    new, model = old, set(start)
+    for add, key in changes:
+        if add and key not in model:
+            new, model = new.add(key), model | {key}
+        elif not add and key in model:
+            new, model = new.remove(key), model - {key}
+    assert old.difference(new) == (set(start) - model, model - set(start))
+    assert new.difference(new) == (set(), set())

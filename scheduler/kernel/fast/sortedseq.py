@@ -288,3 +288,15 @@ class Shared(SortedSeq):
 
     def replace(self, old: Any | None, new: Any | None) -> SortedSeq:
         raise NotImplementedError("a Shared sequence changes by add and remove")
+
+    def difference(self, newer: Shared) -> tuple[set, set]:
+        """(the keys only this one has, the keys only `newer` has), reading
+        only the blocks the two do not share: since neither is ever changed
+        in place, a shared block holds the same keys in both, so between one
+        sequence and another made from it by k changes this costs a look at
+        each block and the keys of about k blocks, not every key. Its plain
+        twin is two set differences (tests/kernel/test_loads.py)."""
+        mine, theirs = {id(b) for b in self._blocks}, {id(b) for b in newer._blocks}
+        gone = {k for b in self._blocks if id(b) not in theirs for k in b}
+        came = {k for b in newer._blocks if id(b) not in mine for k in b}
+        return gone - came, came - gone
