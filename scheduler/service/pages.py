@@ -2,7 +2,8 @@
 ReclamationOrder), so that no answer grows with the cluster past the message
 size limit: `page_size` items at most, and an opaque `next_page_token` to
 ask for the rest. An answer that is one list of rows with no page (Explain's
-worker rows) is capped instead, and says how many it left out."""
+worker rows) is capped instead, and says how many it left out
+(convert.explanation's `cap`)."""
 
 from __future__ import annotations
 
@@ -43,11 +44,3 @@ def slices(token: str, lists: tuple, size: int) -> tuple[list[list], str]:
     page = [list(items[start:end]) for items, start, end in zip(lists, starts, ends)]
     return page, next_positions(tuple(ends), any(end < len(items) for items, end in zip(lists, ends)))
 
-
-def cap_workers(explanation, cap: int):
-    """An Explanation with at most `cap` worker rows, the rest counted in workers_omitted."""
-    extra = len(explanation.workers) - cap
-    if extra > 0:
-        del explanation.workers[cap:]
-        explanation.workers_omitted += extra
-    return explanation
