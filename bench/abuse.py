@@ -6,7 +6,7 @@ a second) and an honest agent streams windows (2 GPUs, 100 ms windows, a batch
 every 100 ms), first alone, then beside one abusive tenant and one compromised
 agent running every abuse of the issue at once:
 
-- never-reading Watches on a tenant with 20,000 claims, opened until refused;
+- never-reading Watches on a tenant with 50,000 admitted claims (--backlog), opened until refused;
 - Submit + Release, Progress and SubmitMany loops flat out (ledger growth);
 - Plan with 1,000 claims, List pages of 1,000, and malformed bytes, in loops;
 - an agent streaming 1 µs windows in batches of 10,000 as fast as it may.
@@ -47,7 +47,7 @@ from scheduler.ledger.sqlite import SqliteStore
 HONEST = ("t1", "t2", "t3")
 EVIL, EVIL_HOST, HOST = "evil", "evil-host", "honest-host"
 STREAM = "/pool.v1.AgentService/Stream"
-BACKLOG = 5_000   # the abuser's claims, which its Watches would each hold in memory before issue 21
+BACKLOG = 50_000   # the abuser's admitted claims (issue 21's repro), which its Watches would each have held in memory
 T0 = time.time_ns() - 3_000 * 10**9   # where every host's windows start (seq 1), in both phases
 
 
@@ -75,6 +75,24 @@ name = "root"
 guarantee_uj = {10**16}
 guarantee_mdev = 4000
 {tree}"""
+
+
+# POOL_PROFILE=FILE: the scheduler runs under cProfile, its stats written to FILE as it leaves
+# (it leaves by os._exit, main.leave, so `python -m cProfile` would write nothing)
+PROFILED = """
+import cProfile, sys
+from scheduler.service import main as m
+out = sys.argv.pop(1)
+profile = cProfile.Profile()
+leave = m.leave
+def leaving(status):
+    profile.disable()
+    profile.dump_stats(out)
+    leave(status)
+m.leave = leaving
+profile.enable()
+m.main(sys.argv[1:])
+"""
 
 
 def rss_mb(pid: int) -> float:
@@ -149,7 +167,11 @@ class Agent:
 
     async def run(self, until: float, per_batch: int, span_ns: int, uj: int, every_s: float) -> None:
         async with channel(self.address, self.pki, self.host) as ch:
-            registered = await agent_pb2_grpc.AgentServiceStub(ch).Register(registration(self.host), timeout=30)
+            try:
+                registered = await agent_pb2_grpc.AgentServiceStub(ch).Register(registration(self.host), timeout=30)
+            except grpc.aio.AioRpcError as error:
+                self.errors.append(f"{self.host} register: {error.code().name} {error.details()}")
+                return
             self.sent = self.acked = self.first = registered.acked_seq   # a host goes on above its last ack
             t0 = T0
             while time.monotonic() < until:
@@ -271,21 +293,28 @@ async def phase(address: str, pki: Pki, pid: int, seconds: float, tag: str, abus
     return result, honest_agent, counts, evil_agent
 
 
-async def backlog(address: str, pki: Pki) -> None:
+async def backlog(address: str, pki: Pki, count: int) -> None:
     """The abuser's tenant holds BACKLOG claims before either phase (submitted by the operator,
     untimed): the state every phase runs on, and what each of its Watches would have held. The
     hosts register and stream first (a host is live from its first counted batch), so that each
     claim is decided as it comes."""
-    until = time.monotonic() + 2   # a host is live from its first counted batch
-    await asyncio.gather(*(Agent(address, pki, host).run(until, GPUS, WINDOW_NS, 10_000_000, 0.1)
-                           for host in (HOST, EVIL_HOST)))
+    # the hosts stream all along (a host is live from its first counted batch, and not live once
+    # its agent has been gone a while: a claim submitted then would wait, and the next host to
+    # come back would admit every one of them in one decision)
+    until = time.monotonic() + 3600
+    agents = [asyncio.create_task(Agent(address, pki, host).run(until, GPUS, WINDOW_NS, 10_000_000, 0.1))
+              for host in (HOST, EVIL_HOST)]
+    await asyncio.sleep(2)
     async with channel(address, pki, "operator") as ch:
         claims = claims_pb2_grpc.ClaimsStub(ch)
-        for at in range(0, BACKLOG, 1000):
+        for at in range(0, count, 1000):
             await claims.SubmitMany(claims_pb2.SubmitManyRequest(claims=[
                 claims_pb2.SubmitRequest(claim_id=f"e-{i}", tenant=EVIL, estimate_uj=1,
                                          resources=types_pb2.Resources(cpu_millis=1)) for i in range(at, at + 1000)]),
                 timeout=300)
+    for agent in agents:
+        agent.cancel()
+    await asyncio.gather(*agents, return_exceptions=True)
 
 
 def ledger_bytes_by(path: Path, actors: set[str], start: int) -> tuple[int, int]:
@@ -306,6 +335,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=60.0, help="the abuse phase (≥ 60 for the issue's soak)")
     parser.add_argument("--honest-seconds", type=float, default=20.0)
+    parser.add_argument("--log", type=Path, help="keep the scheduler's log here (PYTHONASYNCIODEBUG=1 makes it "
+                                                 "name every event-loop step over 100 ms)")
+    parser.add_argument("--backlog", type=int, default=BACKLOG, help="the abuser's tenant's admitted claims")
     parser.add_argument("--abuse", choices=("all", "tenant", "agent"), default="all",
                         help="which abusers run beside the honest load (all: the soak)")
     args = parser.parse_args()
@@ -318,12 +350,18 @@ def main() -> None:
         address = f"127.0.0.1:{_free_port()}"
         (workdir / "scheduler.toml").write_text(config(workdir, address, pki))
         log = open(workdir / "scheduler.log", "a")
-        profile = ["-m", "cProfile", "-o", os.environ["POOL_PROFILE"]] if os.environ.get("POOL_PROFILE") else []
-        process = subprocess.Popen([sys.executable, *profile, str(BIN / "pool-scheduler"), "--config",
-                                    str(workdir / "scheduler.toml")], stdout=log, stderr=log)
+        program = ["-c", PROFILED, os.environ["POOL_PROFILE"]] if os.environ.get("POOL_PROFILE") else [
+            str(BIN / "pool-scheduler")]
+        process = subprocess.Popen([sys.executable, *program, "--config", str(workdir / "scheduler.toml")],
+                                   stdout=log, stderr=log)
         try:
             _wait_serving(address, process, workdir, pki)
-            asyncio.run(backlog(address, pki))
+            began = time.monotonic()
+            asyncio.run(backlog(address, pki, args.backlog))
+            print(f"the abuser's {args.backlog} claims submitted in {time.monotonic() - began:.1f} s", flush=True)
+            # untimed: the hosts come back live and the backlog's last receipts and checkpoint are written,
+            # so that the honest phase measures the honest load on that state, not the backlog's tail
+            asyncio.run(phase(address, pki, process.pid, 5, "w", ""))
             alone, agent_alone, _, _ = asyncio.run(phase(address, pki, process.pid, args.honest_seconds, "a", ""))
             before = SqliteStore(workdir / "ledger.sqlite")
             start = before.length()
@@ -334,6 +372,8 @@ def main() -> None:
             process.terminate()
             process.wait(timeout=30)
             log.close()
+            if args.log:
+                args.log.write_bytes((workdir / "scheduler.log").read_bytes())
         receipts, size = ledger_bytes_by(workdir / "ledger.sqlite", {EVIL, EVIL_HOST}, start)
         lost = (agent_alone.sent - agent_alone.acked) + (agent_abused.sent - agent_abused.acked)
         print(f"honest Submit p50/p99, alone:          {alone.pct(0.5):7.1f} / {alone.pct(0.99):7.1f} ms "
