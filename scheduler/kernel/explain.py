@@ -230,6 +230,7 @@ class Explanation:
     gang_member: str = ""                   # the member whose checks are shown, for a pending gang
     gpu_types: tuple[str, ...] = ()         # the types the claim accepts
     bound: bool = False                     # RULES §10: its devices are its job's, bound from outside
+    workers_omitted: int = 0                # worker rows left out (explain's `max_workers`)
 
 
 def headline(claim: Claim, pending_reason: Reason = Reason.REASON_UNSPECIFIED) -> Reason:
@@ -251,9 +252,11 @@ def queue_position(state: ClusterState, claim: Claim) -> int:
     return state.pending.index(pending_key(claim)) + 1
 
 
-def worker_rows(state: ClusterState, claim: Claim) -> tuple[WorkerExplanation, ...]:
-    """Every worker's verdict on the claim, in id order."""
-    ids, by_id, loads = state.worker_ids, state.workers.to_dict(), state.loads.to_dict()
+def worker_rows(state: ClusterState, claim: Claim, max_workers: int | None = None) -> tuple[WorkerExplanation, ...]:
+    """Every worker's verdict on the claim, in id order (the first
+    `max_workers` only, when given)."""
+    ids = state.worker_ids if max_workers is None else state.worker_ids[:max_workers]
+    by_id, loads = state.workers.to_dict(), state.loads.to_dict()
     capacities, worker_loads = [by_id[w] for w in ids], [loads[w] for w in ids]
     whys = list(map(reasoner(claim.spec), capacities, worker_loads))
     oks = [why is Reason.ADMISSIBLE for why in whys]
@@ -306,7 +309,12 @@ def _not_pending(state: ClusterState, claim: Claim) -> Explanation:
                        claim.worker, claim.devices, gpu_types=gpu_types, bound=claim.bound)
 
 
-def explain(state: ClusterState, claim_id: str, now_ns: int = 0) -> Explanation | KernelError:
+def explain(state: ClusterState, claim_id: str, now_ns: int = 0, max_workers: int | None = None
+            ) -> Explanation | KernelError:
+    """Why a claim is where it is; a pending one's verdict on every worker, or
+    on the first `max_workers` in id order (the rest counted, not judged: a
+    Plan explains up to 1,000 claims, and 10,000 workers each made every
+    Plan ten million verdicts)."""
     claim = state.claims.get(claim_id)
     if claim is None:
         return KernelError(ErrorCode.UNKNOWN_CLAIM, "claim_id", f"no claim {claim_id!r}")
@@ -327,6 +335,7 @@ def explain(state: ClusterState, claim_id: str, now_ns: int = 0) -> Explanation 
     else:
         ev = evaluate(state, claim, now_ns, gang_ok=complete, may_preempt=not gang_id)
     checks = check_rows(judged_on, shown, ev, complete)
-    return Explanation(claim_id, claim.state, ev.reason, checks, worker_rows(judged_on, shown),
+    rows = worker_rows(judged_on, shown, max_workers)
+    return Explanation(claim_id, claim.state, ev.reason, checks, rows,
                        queue_position(state, claim), gang_member=member,
-                       gpu_types=claim.spec.resources.gpu_types)
+                       gpu_types=claim.spec.resources.gpu_types, workers_omitted=len(state.worker_ids) - len(rows))

@@ -190,8 +190,8 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
                 status.submitted_ns = status.admitted_ns = 0
             answer.claims.append(status)
             if claim.state is ClaimState.PENDING:
-                answer.explanations.append(convert.explanation(kernel.explain(state, claim_id, now), claim.tenant,
-                                                               PLAN_WORKERS))
+                answer.explanations.append(convert.explanation(kernel.explain(state, claim_id, now, PLAN_WORKERS),
+                                                               claim.tenant))
         for event in decision.events if decision else ():
             if isinstance(event, kernel.Preempted) and event.by_claim in planned:
                 answer.victims.append(convert.planned_victim(live.claims[event.claim_id], state.claims[event.by_claim]))

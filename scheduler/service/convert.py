@@ -112,24 +112,19 @@ def worker_status(v: WorkerView, live: bool, meters: list[types_pb2.DeviceMeter]
                               free_mdev=max(0, MDEV_PER_DEVICE - used)) for d, used in v.gpus])
 
 
-def explanation(e: Explanation, tenant: str, cap: int | None = None) -> ops_pb2.Explanation:
-    """`tenant`: the explained claim's. `cap`: at most this many worker rows,
-    the rest counted in workers_omitted and never
-    converted: a Plan's 1,000 explanations at 10,000 workers converted ten
-    million rows to keep eight thousand (bench/answers.py)."""
+def explanation(e: Explanation, tenant: str) -> ops_pb2.Explanation:
+    """`tenant`: the explained claim's."""
     out = ops_pb2.Explanation(claim_id=bare(e.claim_id), tenant=tenant, state=int(e.state), reason=int(e.reason),
                               queue_position=e.queue_position, worker=e.worker,
                               devices_mdev={d.device_id: d.mdev for d in e.devices}, gang_member=bare(e.gang_member),
-                              gpu_types=e.gpu_types, bound=e.bound)
+                              gpu_types=e.gpu_types, bound=e.bound, workers_omitted=e.workers_omitted)
     for c in e.checks:
         check = out.checks.add(step=int(c.step), ok=c.ok, evaluated=c.evaluated, node=c.node,
                                guarantee=c.guarantee, usage=c.usage, hold=c.hold, surplus=c.surplus,
                                grade=grade(c.grade), detail=c.detail, reason=int(c.reason))
         if c.limit is not None:
             check.limit = c.limit
-    shown = e.workers if cap is None else e.workers[:cap]
-    out.workers_omitted = len(e.workers) - len(shown)
-    for w in shown:
+    for w in e.workers:
         out.workers.add(worker=w.worker, ok=w.ok, reason=int(w.reason), gpu_types=w.gpu_types, detail=w.detail, fields=[
             ops_pb2.FieldFigure(field=f.field, requested=f.requested, capacity=f.capacity, reserved=f.reserved,
                                 available_before=f.available_before, available_after=f.available_after,

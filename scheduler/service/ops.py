@@ -81,8 +81,8 @@ class OperationsServicer(ops_pb2_grpc.OperationsServicer):
     async def Explain(self, request, context):
         state = self.engine.read().state
         key = names.resolve(state, request.claim_id, request.tenant, caller())
-        return convert.explanation(checked(kernel.explain(state, key, time.time_ns())), state.claims[key].tenant,
-                                   self.limits.page_size)
+        return convert.explanation(checked(kernel.explain(state, key, time.time_ns(), self.limits.page_size)),
+                                   state.claims[key].tenant)
 
     @guarded
     async def Splits(self, request, context):

@@ -3,7 +3,7 @@ ReclamationOrder), so that no answer grows with the cluster past the message
 size limit: `page_size` items at most, and an opaque `next_page_token` to
 ask for the rest. An answer that is one list of rows with no page (Explain's
 worker rows) is capped instead, and says how many it left out
-(convert.explanation's `cap`)."""
+(kernel.explain's `max_workers`)."""
 
 from __future__ import annotations
 
