@@ -58,8 +58,10 @@ def decode(hint: Any, body: Any) -> Any:
 
 # The two are compiled once per type from its hints into a closure per field,
 # so a value costs its fields' calls rather than a walk of its type hints
-# (a checkpoint decodes every claim). tests/kernel/test_codec.py checks
-# them against the walk they replace, kept there as the reference.
+# (a checkpoint decodes every claim); a record's decoder is further written
+# out as source (fast/decoders.py), with the closure as its twin and fallback.
+# tests/kernel/test_codec.py checks them against the walk they replace, kept
+# there as the reference, and the written-out decoders against their twins.
 
 def _identity(value: Any) -> Any:
     return value
