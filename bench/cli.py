@@ -228,6 +228,18 @@ class SqueuePeer:
                             f"in turn; median {statistics.median(self.walls) * 1000:.1f} ms)")
 
 
+def settled(pid: int, quiet_s: float = 0.001, every_s: float = 0.05, timeout: float = 10) -> None:
+    """Return once the scheduler spends under `quiet_s` of CPU in `every_s` (what a call
+    it answered set going, such as a release's decision and commit, has run its course)."""
+    deadline, last = time.monotonic() + timeout, cpu_seconds(pid)
+    while time.monotonic() < deadline:
+        time.sleep(every_s)   # a poll of the scheduler's CPU: the figure is taken after it
+        now = cpu_seconds(pid)
+        if now - last < quiet_s:
+            return
+        last = now
+
+
 WARMED = "listing: "   # the scheduler's log line once the open claims' statuses are encoded (warm_listing)
 
 
@@ -256,7 +268,8 @@ def list_figures(pending: int, rounds: int, starts: int = 3) -> None:
     channel already connected: the TLS handshake is not the listing's), the least
     of them; after the last, each figure the least of `rounds` runs (statuses the
     scheduler reuses while their claims stand still), and the least of up to 8
-    listings each after the queue moved (a held GPU released: the head admitted)."""
+    listings each after the queue moved (a held GPU released: the head admitted;
+    measured once the scheduler's CPU has settled after the release)."""
     from scheduler.ctl import claims as ctl_claims
     from protos.pool.v1 import claims_pb2, claims_pb2_grpc
     import grpc
@@ -316,6 +329,7 @@ def list_figures(pending: int, rounds: int, starts: int = 3) -> None:
                 for hold in range(min(rounds, GPUS)):
                     squeue.run()
                     stub.Release(claims_pb2.ReleaseRequest(claim_id=f"hold-{hold}"), timeout=60)
+                    settled(pid)   # the release's own work done: what follows is the listing's
                     cpu, started = cpu_seconds(pid), time.perf_counter()
                     list_all(stub)
                     runs["moved wall"].append(time.perf_counter() - started)

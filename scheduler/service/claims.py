@@ -13,6 +13,9 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from itertools import islice
 
+import grpc
+from google.protobuf.message_factory import GetMessageClass
+
 
 from protos.limits import SUBMIT_MANY_MAX
 from protos.pool.v1 import claims_pb2, claims_pb2_grpc, types_pb2
@@ -25,10 +28,11 @@ from scheduler.service.committed import Committed
 from scheduler.service.engine import Change, Engine
 from scheduler.service.errors import Refused, abort, checked, guarded, not_ready
 from scheduler.service.limits import Admission, OpenClaims, RateLimiter, limit_refusal
-from scheduler.service.listing import Listing
+from scheduler.service.listing import Listing, varint
 from scheduler.service.principal import caller
 from scheduler.service.state import ServiceState
 
+_TOKEN_TAG = varint(claims_pb2.ListClaimsResponse.DESCRIPTOR.fields_by_name["next_page_token"].number << 3 | 2)
 LIST_PAGE_BYTES = 1 << 20   # a List page's statuses at most (one more status past it): far below 4 MiB
 WARM_CHUNK = 250   # claims encoded at a time by warm_listing, between calls (~5 ms)
 WATCH_PAGE = 200   # statuses a Watch reads from the committed state at a time, before it sends them
@@ -243,16 +247,24 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
     async def List(self, request, context):
         """A page: at most page_size claims (0: limits.list_page_size), ending early at
         LIST_PAGE_BYTES of statuses, in claim id order; the token is the last id sent."""
+        return claims_pb2.ListClaimsResponse.FromString(self._list(request))
+
+    @guarded
+    async def list_encoded(self, request, context):
+        """List's answer as grpc sends it: what add_to_server serves List with (the page
+        listing.py joined, not read back into a message and serialized again)."""
+        return self._list(request)
+
+    def _list(self, request: claims_pb2.ListClaimsRequest) -> bytes:
         size = pages.page_size(request.page_size, self.limits, self.limits.list_page_size)
         committed = self.engine.read()
         states = frozenset(ClaimState(convert.known(types_pb2.ClaimState, s, "states")) for s in request.states)
         matching = self._matching(committed, subtree(committed.state, request.tenant), states, request.page_token)
-        # the page from each claim's kept bytes (listing.py), read back as the message grpc sends
         encoded, last = self._listing.page(committed, matching, size, LIST_PAGE_BYTES)
-        answer = claims_pb2.ListClaimsResponse.FromString(encoded)
         if last is not None and next(matching, None) is not None:
-            answer.next_page_token = last
-        return answer
+            token = last.encode()
+            encoded += _TOKEN_TAG + varint(len(token)) + token
+        return encoded
 
     async def warm_listing(self, chunk: int = WARM_CHUNK) -> int:
         """After start-up (main.py), between calls: the open claims' statuses encoded
@@ -416,3 +428,25 @@ def _released(latest: ServiceState, claim_id: str, who: str, now: int) -> list[k
     if latest.released_by.get(claim_id) == who:
         return []
     return [checked(kernel.release(latest.kernel, claim_id, now))]
+
+
+def add_to_server(servicer: ClaimsServicer, server: grpc.aio.Server) -> None:
+    """claims_pb2_grpc.add_ClaimsServicer_to_server, but for List: its answer goes out as
+    the bytes ClaimsServicer.list_encoded gives (what the generated serializer would
+    make of ClaimsServicer.List's message, without reading the page back into one)."""
+    service = claims_pb2.DESCRIPTOR.services_by_name["Claims"]
+    handlers = {}
+    for method in service.methods:
+        make = grpc.unary_stream_rpc_method_handler if method.server_streaming else grpc.unary_unary_rpc_method_handler
+        behaviour = getattr(servicer, method.name)
+        serialize = GetMessageClass(method.output_type).SerializeToString
+        if method.name == "List":
+            behaviour, serialize = servicer.list_encoded, _as_encoded
+        handlers[method.name] = make(behaviour, request_deserializer=GetMessageClass(method.input_type).FromString,
+                                     response_serializer=serialize)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
+    server.add_registered_method_handlers(service.full_name, handlers)
+
+
+def _as_encoded(answer: bytes | claims_pb2.ListClaimsResponse) -> bytes:
+    return answer if type(answer) is bytes else answer.SerializeToString()

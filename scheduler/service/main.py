@@ -26,7 +26,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 
 from protos import daemon
-from protos.pool.v1 import agent_pb2_grpc, claims_pb2_grpc, ops_pb2_grpc, proofs_pb2_grpc
+from protos.pool.v1 import agent_pb2_grpc, ops_pb2_grpc, proofs_pb2_grpc
 from protos.settings import ConfigError
 from scheduler.kernel import EventError, WorkerLiveness, period_roll
 from scheduler.ledger.fold import CheckpointMismatch, Unfoldable
@@ -39,6 +39,7 @@ from scheduler.ledger.writer import GroupCommitWriter
 from scheduler.service import config as configuration
 from scheduler.service.agents import AgentServicer
 from scheduler.service.authz import Authorizer
+from scheduler.service import claims as claims_service
 from scheduler.service.claims import ClaimsServicer
 from scheduler.service.config import SchedulerConfig
 from scheduler.service.drain import Drain
@@ -230,7 +231,7 @@ class Scheduler:
         self.claims = ClaimsServicer(self.engine, config.limits)
         self.warming: asyncio.Task | None = None   # claims.warm_listing, once serving
         self.claims.admission = self.admission
-        claims_pb2_grpc.add_ClaimsServicer_to_server(self.claims, self.server)
+        claims_service.add_to_server(self.claims, self.server)   # List's pages sent as listing.py encodes them
         agent_pb2_grpc.add_AgentServiceServicer_to_server(self.agents, self.server)
         operations = OperationsServicer(self.engine, self.agents, config.limits)
         ops_pb2_grpc.add_OperationsServicer_to_server(operations, self.server)

@@ -86,6 +86,9 @@ def _pages_say_what_status_says(path, ops, extra, released, page_size, tenant, s
         listed = []
         while True:
             answer = await ClaimsServicer.List.__wrapped__(servicer, request, None)
+            # what the server sends (claims.add_to_server) is this answer, encoded
+            sent = await ClaimsServicer.list_encoded.__wrapped__(servicer, request, None)
+            assert claims_pb2.ListClaimsResponse.FromString(sent) == answer
             assert 1 <= len(answer.claims) <= page_size or not answer.claims and not answer.next_page_token
             sizes = [len(s.SerializeToString()) + 3 for s in answer.claims]   # (a record's tag and length: ≤ 3)
             assert sum(sizes[:-1]) < budget   # a page ends at the status that reaches the budget
