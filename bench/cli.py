@@ -26,16 +26,20 @@ alternating blocks.
 
 List at depth (issue 23, Must-have 2; --list-pending 0 skips it): with
 --list-pending claims pending (10,000 by default, written into the ledger
-before the scheduler starts: bench/queue_depth.py's queue_ledger), each
+before the scheduler starts: bench/queue_depth.py's queue_ledger), the
+scheduler's CPU read in ns from /proc/PID/task/*/schedstat (list_figures
+says how each is taken): the first listing at the instant of serving and
+after three more start-ups once the scheduler's warm-up logged; then each
 figure the least of --list-rounds runs:
   gRPC List for pending and admitted claims, every page, from an in-process
-      client: wall time and the scheduler's CPU time while it answered;
+      client: wall time and the scheduler's CPU time while it answered,
+      again, and after the queue moved;
   `poolctl claims --state pending,admitted` as a subprocess: wall time, the
       scheduler's CPU time, and the table alone (sort and render, in this
       process, from the same answers);
-  beside `squeue -r -t PD,R` listing as many jobs, measured when a
-      slurmctld answers here (SLURM_CONF) with its queue filled, else the
-      figure recorded in LIST_FLOORS. To fill one: `python
+  beside `squeue -r -t PD,R` listing as many jobs, run once per round in
+      turn, when a slurmctld answers here (SLURM_CONF) with its queue
+      filled, else the figure recorded in LIST_FLOORS. To fill one: `python
       tests/slurm/cluster.py start DIR`, then with SLURM_CONF=DIR/slurm.conf,
       `sbatch --hold --array=0-999 -p open --wrap true` ten times (Slurm's
       default MaxJobCount stops the tenth array short: ~9,990 jobs).
