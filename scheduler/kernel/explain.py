@@ -255,8 +255,10 @@ def queue_position(state: ClusterState, claim: Claim) -> int:
 def worker_rows(state: ClusterState, claim: Claim, max_workers: int | None = None) -> tuple[WorkerExplanation, ...]:
     """Every worker's verdict on the claim, in id order (the first
     `max_workers` only, when given)."""
-    ids = state.worker_ids if max_workers is None else state.worker_ids[:max_workers]
-    by_id, loads = state.workers.to_dict(), state.loads.to_dict()
+    if max_workers is None:   # every worker: one walk of each map, then lookups
+        ids, by_id, loads = state.worker_ids, state.workers.to_dict(), state.loads.to_dict()
+    else:
+        ids, by_id, loads = state.worker_ids[:max_workers], state.workers, state.loads
     capacities, worker_loads = [by_id[w] for w in ids], [loads[w] for w in ids]
     whys = list(map(reasoner(claim.spec), capacities, worker_loads))
     oks = [why is Reason.ADMISSIBLE for why in whys]
