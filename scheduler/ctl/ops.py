@@ -211,12 +211,14 @@ def _splits(args: Any) -> int:
 
 
 def splits_doc(stub: ops_pb2_grpc.OperationsStub, request: ops_pb2.SplitsRequest) -> dict:
-    """Every page of a Splits call as one document: rows and gaps from every
-    page, totals and devices (over every page) from the first; labelled."""
+    """Every page of a Splits call as one document: rows, gaps and device
+    totals from every page, the tenant totals (over every page) from the
+    first; labelled."""
     answers = [to_doc(a) for a in pages(stub.Splits, request)]
     first = answers[0]
     return label_unallocated({"rows": [r for a in answers for r in a["rows"]], "totals": first["totals"],
-                              "devices": first["devices"], "gaps": [g for a in answers for g in a["gaps"]]})
+                              "devices": [d for a in answers for d in a["devices"]],
+                              "gaps": [g for a in answers for g in a["gaps"]]})
 
 
 def label_unallocated(doc: dict) -> dict:

@@ -400,7 +400,7 @@ def test_idle_connections_past_the_default_file_limit_do_not_lock_out_health(clu
 
 def test_list_and_splits_answer_a_page_at_a_time_and_poolctl_follows(cluster, harness):
     s = cluster(harness.TREE + "\n[limits]\npage_size = 5\nmax_page_size = 7\nlist_page_size = 5\n")
-    register(s, "h1")
+    register(s, "h1", gpus=8)
     for i in range(12):
         submit(s, f"c{i:02}")
     first = s.claims.List(claims_pb2.ListClaimsRequest(), timeout=10)
@@ -413,19 +413,22 @@ def test_list_and_splits_answer_a_page_at_a_time_and_poolctl_follows(cluster, ha
     feed = Feed(s, "h1")
     occupancy = feed.occupancy()
     t = time.time_ns() - 60 * SECOND
-    feed.send(*(window(i + 1, t + i * SECOND, 1000, version=occupancy.version) for i in range(13)))
+    feed.send(*(window(i + 1, t + i * SECOND, 1000, device=f"h1-gpu{i % 8}", version=occupancy.version)
+                for i in range(13)))
     feed.acked(13)
     feed.close()
-    rows, token = [], ""
-    while True:
+    rows, devices, token = [], [], ""
+    while True:   # device totals are paged too: 8 devices, 5 a page (80,000 made 21 MiB on one page)
         page = s.ops.Splits(ops_pb2.SplitsRequest(page_token=token), timeout=10)
-        assert len(page.rows) <= 5 and (bool(page.totals) == (not token))
+        assert len(page.rows) <= 5 and len(page.devices) <= 5 and (bool(page.totals) == (not token))
         rows += page.rows
+        devices += page.devices
         if not (token := page.next_page_token):
             break
     assert len(rows) == 13 and sum(r.uj for r in rows) == 13_000
+    assert [d.device_id for d in devices] == [f"h1-gpu{i}" for i in range(8)] and sum(d.uj for d in devices) == 13_000
     doc = s.json("splits")
-    assert len(doc["rows"]) == 13 and [t["uj"] for t in doc["totals"]] == [13_000]
+    assert len(doc["rows"]) == 13 and [t["uj"] for t in doc["totals"]] == [13_000] and len(doc["devices"]) == 8
 
 
 def test_submissions_past_the_rate_or_the_open_claim_cap_are_refused(cluster, harness):
