@@ -128,10 +128,11 @@ def render_workers(doc: dict) -> str:
         limit = cap.get("max_concurrency") or "∞"
         types = ", ".join(((cap.get("resources") or {}).get("gpu_types")) or []) or None
         gpus = " ".join(f"{g['free_mdev']}" for g in w["gpus"]) or None
+        omitted = w.get("active_claims_omitted") or 0   # ids past the page size, counted (ops.proto)
         rows.append((w["worker"], "live" if w["live"] else "down", "cordoned" if w["cordoned"] else "no",
-                     f"{len(w['active_claims'])}/{limit}", yes_no(w["exclusive"]), types, gpus,
+                     f"{len(w['active_claims']) + omitted}/{limit}", yes_no(w["exclusive"]), types, gpus,
                      _free(w, "cpu_millis"), _free(w, "memory_mb"), _free(w, "disk_mb"),
-                     ", ".join(w["active_claims"]) or None))
+                     ", ".join(w["active_claims"]) + (f" (+{omitted} more)" if omitted else "") or None))
     return table(("worker", "agent", "cordoned", "claims", "exclusive", "gpu types", "free mdev per gpu",
                   "cpu millis free", "memory mb free", "disk mb free", "active claims"), rows)
 

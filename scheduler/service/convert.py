@@ -103,10 +103,12 @@ def tenant_node(v: TenantView) -> ops_pb2.TenantNode:
     return node
 
 
-def worker_status(v: WorkerView, live: bool, meters: list[types_pb2.DeviceMeter]) -> ops_pb2.WorkerStatus:
+def worker_status(v: WorkerView, live: bool, meters: list[types_pb2.DeviceMeter], cap: int) -> ops_pb2.WorkerStatus:
+    """`cap`: at most this many of its claim ids, the first in id order; the rest counted."""
     return ops_pb2.WorkerStatus(
         worker=v.worker.worker_id, capacity=capacity(v.worker), reserved=resources(v.reserved),
-        available=resources(v.available), active_claims=map(bare, v.active_claims), live=live, devices=meters,
+        available=resources(v.available), active_claims=map(bare, v.active_claims[:cap]),
+        active_claims_omitted=max(0, len(v.active_claims) - cap), live=live, devices=meters,
         exclusive=v.exclusive, cordoned=v.worker.cordoned,
         gpus=[ops_pb2.GpuFree(device_id=d.device_id, device_type=d.device_type, used_mdev=used,
                               free_mdev=max(0, MDEV_PER_DEVICE - used)) for d, used in v.gpus])

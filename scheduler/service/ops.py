@@ -78,7 +78,8 @@ class OperationsServicer(ops_pb2_grpc.OperationsServicer):
 
     def _worker_status(self, view: kernel.WorkerView) -> ops_pb2.WorkerStatus:
         host = view.worker.worker_id
-        return convert.worker_status(view, self.agents.live(host), self.agents.meters.get(host, []))
+        return convert.worker_status(view, self.agents.live(host), self.agents.meters.get(host, []),
+                                     self.limits.page_size)
 
     @guarded
     async def Explain(self, request, context):

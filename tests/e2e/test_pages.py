@@ -47,6 +47,11 @@ def test_workers_and_the_orders_answer_a_page_at_a_time_and_poolctl_follows(busy
     workers, pages = every_page(s.ops.Workers, ops_pb2.WorkersRequest(), "workers")
     assert [w.worker for w in workers["workers"]] == sorted(HOSTS) and pages == 3
     assert [w["worker"] for w in s.json("workers")["workers"]] == sorted(HOSTS)
+    # a host's claim ids are capped at the page size too, the rest counted (100,000 on one host: 13.7 MiB)
+    held = {w.worker: (list(w.active_claims), w.active_claims_omitted) for w in workers["workers"]}
+    assert all(len(ids) <= 2 for ids, _ in held.values())
+    assert sum(len(ids) + omitted for ids, omitted in held.values()) == 7
+    assert any(omitted for _, omitted in held.values())
 
     whole = s.ops.PreemptionOrder(ops_pb2.PreemptionOrderRequest(page_size=1000), timeout=10)
     assert len(whole.order) == 7 and not whole.next_page_token

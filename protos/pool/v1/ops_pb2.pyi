@@ -107,7 +107,7 @@ class WorkersRequest(_message.Message):
     def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class WorkerStatus(_message.Message):
-    __slots__ = ("worker", "capacity", "reserved", "available", "active_claims", "live", "devices", "exclusive", "cordoned", "gpus")
+    __slots__ = ("worker", "capacity", "reserved", "available", "active_claims", "live", "devices", "exclusive", "cordoned", "gpus", "active_claims_omitted")
     WORKER_FIELD_NUMBER: _ClassVar[int]
     CAPACITY_FIELD_NUMBER: _ClassVar[int]
     RESERVED_FIELD_NUMBER: _ClassVar[int]
@@ -118,6 +118,7 @@ class WorkerStatus(_message.Message):
     EXCLUSIVE_FIELD_NUMBER: _ClassVar[int]
     CORDONED_FIELD_NUMBER: _ClassVar[int]
     GPUS_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_CLAIMS_OMITTED_FIELD_NUMBER: _ClassVar[int]
     worker: str
     capacity: _types_pb2.Capacity
     reserved: _types_pb2.Resources
@@ -128,7 +129,8 @@ class WorkerStatus(_message.Message):
     exclusive: bool
     cordoned: bool
     gpus: _containers.RepeatedCompositeFieldContainer[GpuFree]
-    def __init__(self, worker: _Optional[str] = ..., capacity: _Optional[_Union[_types_pb2.Capacity, _Mapping]] = ..., reserved: _Optional[_Union[_types_pb2.Resources, _Mapping]] = ..., available: _Optional[_Union[_types_pb2.Resources, _Mapping]] = ..., active_claims: _Optional[_Iterable[str]] = ..., live: _Optional[bool] = ..., devices: _Optional[_Iterable[_Union[_types_pb2.DeviceMeter, _Mapping]]] = ..., exclusive: _Optional[bool] = ..., cordoned: _Optional[bool] = ..., gpus: _Optional[_Iterable[_Union[GpuFree, _Mapping]]] = ...) -> None: ...
+    active_claims_omitted: int
+    def __init__(self, worker: _Optional[str] = ..., capacity: _Optional[_Union[_types_pb2.Capacity, _Mapping]] = ..., reserved: _Optional[_Union[_types_pb2.Resources, _Mapping]] = ..., available: _Optional[_Union[_types_pb2.Resources, _Mapping]] = ..., active_claims: _Optional[_Iterable[str]] = ..., live: _Optional[bool] = ..., devices: _Optional[_Iterable[_Union[_types_pb2.DeviceMeter, _Mapping]]] = ..., exclusive: _Optional[bool] = ..., cordoned: _Optional[bool] = ..., gpus: _Optional[_Iterable[_Union[GpuFree, _Mapping]]] = ..., active_claims_omitted: _Optional[int] = ...) -> None: ...
 
 class WorkersResponse(_message.Message):
     __slots__ = ("workers", "next_page_token")
