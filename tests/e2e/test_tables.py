@@ -4,7 +4,9 @@ the default table fits 120 columns, -o wide shows every column,
 custom-columns and --columns choose them, --no-headers drops the header,
 -w prints rows as claims change, --since/--until and --worker narrow the
 list, a pending claim holds nothing and an ended claim says why it ended;
-`watch --tenant` starts from now unless asked for the history."""
+`watch --tenant` starts from now unless asked for the history; and after a
+restart, once the warm-up has encoded the open claims, List says what Get
+says of every claim."""
 
 from __future__ import annotations
 
@@ -167,3 +169,31 @@ def test_watch_tenant_starts_from_now_unless_asked_for_history(cluster):
         for process in (history, fresh):
             process.terminate()
             process.wait(timeout=10)
+
+
+def test_after_a_restart_the_list_says_what_get_says_of_every_claim(cluster):
+    """Start-up encodes the open claims' List statuses between calls
+    (claims.warm_listing, which logs how many): after a restart, with the
+    warm-up done, every page says of each claim what Get says, field for field
+    (over mutual TLS, as the pages are sent: claims.add_to_server)."""
+    from protos.pool.v1 import claims_pb2, types_pb2
+    s = scene(cluster)
+    s.stop()
+    s.config.write_text(s.config.read_text().replace('log_level = "warning"', 'log_level = "info"', 1))
+    s.start()
+    wait_for("the warm-up's log line", lambda: "open claims' statuses encoded" in s.log())
+    request, listed = claims_pb2.ListClaimsRequest(page_size=2), []
+    while True:
+        answer = s.claims.List(request, timeout=10)
+        listed += answer.claims
+        if not answer.next_page_token:
+            break
+        request.page_token = answer.next_page_token
+    assert len(listed) == 7 and len({(c.tenant, c.claim_id) for c in listed}) == 7   # the scene's claims
+    for status in listed:
+        assert status == s.claims.Get(claims_pb2.GetClaimRequest(claim_id=status.claim_id, tenant=status.tenant),
+                                      timeout=10), status.claim_id
+    waiting = [c for c in listed if c.state == types_pb2.PENDING]
+    assert [c.queue_position for c in sorted(waiting, key=lambda c: c.queue_position)] == [1, 2]
+    open_ = sum(c.state in (types_pb2.PENDING, types_pb2.ADMITTED) for c in listed)
+    assert re.search(rf"listing: {open_} open claims' statuses encoded in [0-9.]+ s, between calls", s.log())
