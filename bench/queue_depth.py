@@ -239,6 +239,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1, help="starts of each tree (the figure is the median)")
     parser.add_argument("--postgres", metavar="DSN", help="also: the start-up ledger copied into a new schema of "
                         "this PostgreSQL database, a leader's start-up and a standby's catch-up on it")
+    parser.add_argument("--postgres-schema", metavar="DSN", help="as --postgres, on the copy an earlier run made "
+                        "(the DSN it printed), instead of copying the ledger again")
     args = parser.parse_args()
     depths = () if args.startup_only else (0, 1_000, 10_000) if args.quick else (0, 1_000, 10_000, 100_000)
     seconds = 3.0 if args.quick else 8.0
@@ -295,8 +297,9 @@ def startup(args: argparse.Namespace) -> None:
                 with scheduler(workdir, env=env) as (_, pid):   # Popen to SERVING, as an operator waits for it
                     timings[label].append((time.perf_counter() - start, cpu_seconds(pid)))
                 shutil.rmtree(workdir)
-        if args.postgres:
-            on_postgres(Path(tmp), source, args.postgres, f"{length:,} receipts, {claims:,} claims")
+        if args.postgres or args.postgres_schema:
+            on_postgres(Path(tmp), source, args.postgres, f"{length:,} receipts, {claims:,} claims",
+                        args.postgres_schema)
     if built_s is not None:
         print(f"(start-up ledger built in {built_s:.0f} s)")
     mine = statistics.median(wall for wall, _ in timings["this tree"])
@@ -333,14 +336,18 @@ def to_postgres(source: Path, dsn: str) -> str:
     return schema
 
 
-def on_postgres(tmp: Path, source: Path, dsn: str, size: str) -> None:
+def on_postgres(tmp: Path, source: Path, dsn: str, size: str, schema: str | None = None) -> None:
     """The same ledger in PostgreSQL: a scheduler started alone (it leads:
     Popen to SERVING), then a second one started beside it, which stands by:
     Popen to the end of its first replay (its log's STANDING_BY line), after
-    which it follows the leader's receipts as they come."""
-    copied = time.perf_counter()
-    schema = to_postgres(source, dsn)
-    print(f"(copied into PostgreSQL in {time.perf_counter() - copied:.0f} s)")
+    which it follows the leader's receipts as they come. `schema`: a DSN
+    whose schema already holds the copy (printed by an earlier run), which
+    then is used as it is (with what earlier runs' leaders appended to it)."""
+    if schema is None:
+        copied = time.perf_counter()
+        schema = to_postgres(source, dsn)
+        print(f"(copied into PostgreSQL in {time.perf_counter() - copied:.0f} s; "
+              f"--postgres-schema '{schema}' reuses it)")
 
     def shared(workdir: Path) -> Callable[[], None]:
         def edit() -> None:   # configure() wrote a SQLite scheduler.toml: point it at the schema, log at info
