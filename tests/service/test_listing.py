@@ -9,6 +9,7 @@ matching claim in id order, once."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -47,22 +48,28 @@ def _plain(servicer: ClaimsServicer, committed, request: claims_pb2.ListClaimsRe
        released=st.lists(st.sampled_from(["g1", "wc", "est", "big", "c1"]), max_size=3),
        page_size=st.integers(1, 7), tenant=st.sampled_from(["", "root", "a", "b"]),
        states=st.lists(st.sampled_from([s for s in ClaimState if s]), max_size=3),
-       warm=st.lists(st.booleans(), min_size=2, max_size=2), budget=st.sampled_from([1 << 20, 1, 150, 400]))
+       warm=st.lists(st.booleans(), min_size=2, max_size=2), budget=st.sampled_from([1 << 20, 1, 150, 400]),
+       later=st.lists(st.sampled_from(range(len(SPECS))), max_size=3),
+       progressed=st.lists(st.tuples(st.sampled_from(["c0", "c1", "c2", "g1"]), st.integers(1, 9)), max_size=2))
 def test_pages_say_what_status_says_of_every_claim(tmp_path_factory, ops, extra, released, page_size, tenant, states,
-                                                   warm, budget):
+                                                   warm, budget, later, progressed):
     path = tmp_path_factory.mktemp("ledger") / "ledger.sqlite"
     claims_service.LIST_PAGE_BYTES, before = budget, claims_service.LIST_PAGE_BYTES
     try:
-        _pages_say_what_status_says(path, ops, extra, released, page_size, tenant, states, warm, budget)
+        _pages_say_what_status_says(path, ops, extra, released, page_size, tenant, states, warm, budget, later,
+                                    progressed)
     finally:
         claims_service.LIST_PAGE_BYTES = before
 
 
-def _pages_say_what_status_says(path, ops, extra, released, page_size, tenant, states, warm, budget) -> None:
+def _pages_say_what_status_says(path, ops, extra, released, page_size, tenant, states, warm, budget, later,
+                                progressed) -> None:
 
     async def run() -> None:
-        """Listed once, then again after the releases (one servicer: the second listing reuses
-        what the first built where nothing it shows changed)."""
+        """Listed once, then again after releases (which admit and move the queue), new
+        claims (new ids among the kept ones) and progress (a claim changed in place): one
+        servicer, so the second listing follows the state by what changed and reuses what
+        the first built where nothing it shows changed."""
         engine, steward = opened(path)
         token = set_caller(Principal("someone", "operator"))
         servicer = ClaimsServicer(engine, Limits())
@@ -73,6 +80,12 @@ def _pages_say_what_status_says(path, ops, extra, released, page_size, tenant, s
             await listing(servicer, engine, warm[0])
             for claim_id in released:
                 await release(engine, claim_id)
+            for n in later:
+                await submit(engine, SPECS[n])
+            for claim_id, units in progressed:
+                await engine.record(lambda latest: [e for e in [kernel.progress(latest.kernel, claim_id, units)]
+                                                   if e is not None and not isinstance(e, kernel.KernelError)],
+                                    time.time_ns())
         finally:
             reset_caller(token)
         await listing(servicer, engine, warm[1])
