@@ -239,6 +239,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1, help="starts of each tree (the figure is the median)")
     parser.add_argument("--postgres", metavar="DSN", help="also: the start-up ledger copied into a new schema of "
                         "this PostgreSQL database, a leader's start-up and a standby's catch-up on it")
+    parser.add_argument("--tail", type=int, default=0, help="append this many window receipts to a copy of the "
+                        "ledger first (a start replays up to checkpoint_every receipts after the last checkpoint)")
     parser.add_argument("--postgres-schema", metavar="DSN", help="as --postgres, on the copy an earlier run made "
                         "(the DSN it printed), instead of copying the ledger again")
     args = parser.parse_args()
@@ -286,6 +288,8 @@ def startup(args: argparse.Namespace) -> None:
         if args.ledger_dir is None:
             built_s = build_startup_ledger(source, args.startup_receipts, args.startup_claims)
         claims = int((source / BUILT).read_text().split()[1])
+        if args.tail:
+            source = lengthened(source, Path(tmp) / "tail", args.tail)
         length = ledger_length(source / "ledger.sqlite")
         for _ in range(args.rounds):
             for label, tree in trees:
@@ -313,6 +317,32 @@ def startup(args: argparse.Namespace) -> None:
              statistics.median(walls) / 10 if label == "this tree" else mine / statistics.median(walls))
         # on a loaded shared box the wall clock waits for cores: what the start itself costs
         line("  its CPU (user + system) until serving", f"{statistics.median(cpus):.2f} s", "", None)
+
+
+def lengthened(source: Path, workdir: Path, n: int) -> Path:
+    """A copy of the ledger in `source` with `n` more window receipts of its
+    first host after its tail, no checkpoint among them: a start then replays
+    that much more (at most checkpoint_every receipts follow a checkpoint)."""
+    shutil.copytree(source, workdir, ignore=shutil.ignore_patterns("scheduler.log"))
+    engine = Engine(0)
+    steward = Steward.open(SqliteStore(workdir / "ledger.sqlite"), load_signing_key(workdir / "steward.key"),
+                           engine.ledger_fold(), workers=1)
+    state = steward.state.kernel
+    host = "host-0"
+    devices = [d.device_id for d in state.workers[host].devices]
+    seq, now, batch = kernel.counted(state, host), time.time_ns(), []
+    for i in range(n):
+        seq += 1
+        start = now + i * 1_000_000_000
+        batch.append(prepare(WINDOWS, windows_body(host, Windows(
+            [devices[seq % len(devices)]], [seq], [start], [start + 1_000_000_000], [1000], ["HwShunt"], [1],
+            ["unallocated"], [1000], ["HwShunt"]))))
+        if len(batch) == 5000 or i == n - 1:
+            steward.commit(batch)
+            batch = []
+    print(f"({n:,} receipts appended: {steward.since_checkpoint():,} after the last checkpoint)")
+    steward.close()
+    return workdir
 
 
 COPY = 5000   # receipts per transaction when the ledger is copied into PostgreSQL
