@@ -21,6 +21,7 @@ starts only when its claims are admitted where Slurm put it.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections import defaultdict
@@ -36,6 +37,7 @@ log = logging.getLogger("pool_slurm.bridge")
 
 ADMITTED, PENDING = types_pb2.ADMITTED, types_pb2.PENDING
 ENDED_BY_POOL = (types_pb2.PREEMPTED, types_pb2.RECLAIMED)
+FINISH_GRACE_S = 30   # how long a job the task epilog finished may stay RUNNING without its claim
 WAKE_CHECK_S = 0.01   # how often the bridge looks at the wake file between cycles (a stat)
 DONE = ("COMPLETING", "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
         "DEADLINE", "OUT_OF_MEMORY", "SPECIAL_EXIT")
@@ -59,6 +61,8 @@ class Bridge:
         self.holds: list[str] = []
         # (AdminComment, Comment) -> the jobs to write them to this cycle (None: leave that one as it is)
         self.comments: dict[tuple[str | None, str | None], list[str]] = defaultdict(list)
+        self.finishing: dict[str, float] = {}   # job key -> when its task epilog asked to finish it
+        self.writing = threading.Lock()          # `finishing`, and a finishing job's final figure vs this cycle's comments
 
     # -- one cycle -----------------------------------------------------------------
 
@@ -88,6 +92,10 @@ class Bridge:
             if parsed is not None:
                 by_job[parsed[0]][c.tenant][parsed[1]].append(c)
         known = {j.key for j in slurm_jobs}
+        now, ended = time.monotonic(), {j.key for j in slurm_jobs if j.state not in STARTED}
+        with self.writing:   # the finish thread adds to it meanwhile
+            for key in [k for k, t in self.finishing.items() if now - t >= FINISH_GRACE_S or k in ended]:
+                del self.finishing[key]
         self.tenants = {j.key: self.config.tenant(j.account) for j in slurm_jobs}
         mapped = {a.tenant for a in self.config.accounts.values()}
         for key, tenants in by_job.items():
@@ -198,6 +206,8 @@ class Bridge:
     # -- started jobs -----------------------------------------------------------------
 
     def _started(self, job: J.Job, current: list) -> None:
+        if time.monotonic() - self.finishing.get(job.key, -1e9) < FINISH_GRACE_S:
+            return   # its batch script ended and its claim is released: Slurm is completing it
         if current and all(c.state == ADMITTED for c in current):
             self._energy(job, current)
             return
@@ -240,6 +250,30 @@ class Bridge:
         self._comment(job, J.energy_comment(first.claim_id, "ADMITTED", uj, J.worst_grade(grades), gaps),
                       status=False)
 
+    # -- finishing jobs (TaskEpilog, gate.Finisher) -------------------------------------
+
+    def finish(self, key: str, uid: int, batch_of: str | None) -> tuple[bool, str]:
+        """Job `key`'s batch script has ended (its TaskEpilog asks, as process `uid` whose parent is
+        slurmstepd's batch step of job `batch_of`) while Slurm still has it RUNNING: release its claims,
+        wait up to `final_wait_ms` for their figure to be final, and write it into its AdminComment,
+        the last update Slurm takes (docs/SLURM.md, "Joules on every job")."""
+        from pool_slurm.hooks import settle
+        detail = self.slurm.detail(key)
+        if uid not in (0, os.getuid(), detail.uid):
+            return False, f"uid {uid} may not end job {key} (its user's uid is {detail.uid})"
+        if batch_of is None or batch_of != detail.job_id:
+            return False, f"not asked from job {key}'s batch step (its parent is no slurmstepd [{detail.job_id}.batch])"
+        if detail.state not in STARTED:
+            return False, f"job {key} is {detail.state or 'unknown to Slurm'}"
+        with self.writing:
+            self.finishing[key] = time.monotonic()
+        text = settle(self.pool, self.config, key, detail, len(detail.nodes) or 1, self.config.final_wait_ms / 1000)
+        if text is None:
+            return False, f"job {key} has no claim of Pool's"
+        with self.writing:
+            self.slurm.admin_comment(key, text)
+        return True, text
+
     # -- helpers ---------------------------------------------------------------------
 
     def _release(self, key: str, members: list, why: str) -> None:
@@ -270,6 +304,11 @@ class Bridge:
             fields = {name: value for name, value in (("AdminComment", admin), ("Comment", comment))
                       if value is not None}
             return lambda key: self.slurm.update(key, **fields)
+        with self.writing:   # no figure of this cycle over the final one a finishing job took
+            comments = {texts: [k for k in keys if k not in self.finishing] for texts, keys in comments.items()}
+            self._act(holds, comments, writer)
+
+    def _act(self, holds: list[str], comments: dict, writer) -> None:
         for keys, act in [(holds, self.slurm.hold)] + [(keys, writer(*texts)) for texts, keys in comments.items()]:
             for i in range(0, len(keys), 200):
                 chunk = keys[i:i + 200]

@@ -45,6 +45,9 @@ class Config:
     log_level: str = "info"
     socket: Path = Path("/run/pool-slurm/gate.sock")
     wake: Path = Path("/run/pool-slurm/wake")   # job_submit.lua touches it: the bridge cycles at once
+    # TaskEpilog's socket (mode 0666: the hook runs as the job's user; the bridge checks who asks)
+    finish_socket: Path = Path("/run/pool-slurm/finish.sock")
+    final_wait_ms: int = 3000   # how long a finishing job waits for its claim's figure to be final
     path: Path | None = None
 
     def tenant(self, account: str) -> str:
@@ -71,6 +74,13 @@ def _table(doc: dict, name: str) -> dict:
     value = doc.get(name, {})
     if not isinstance(value, dict):
         raise ConfigError(f"[{name}] must be a table")
+    return value
+
+
+def _milliseconds(path: Path, table: dict, key: str, default: int) -> int:
+    value = table.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ConfigError(f"{path}: [bridge] {key} = {value!r}: a whole number of milliseconds, 0 or more")
     return value
 
 
@@ -119,4 +129,6 @@ def load(path: Path | None = None) -> Config:
         unreachable_after_ms=int(bridge.get("unreachable_after_ms", 5000)),
         timeout_s=float(pool.get("timeout_s", 5.0)), log_level=bridge.get("log_level", "info"), path=path,
         socket=socket, wake=Path(bridge.get("wake", socket.parent / "wake")),
+        finish_socket=Path(bridge.get("finish_socket", socket.parent / "finish.sock")),
+        final_wait_ms=_milliseconds(path, bridge, "final_wait_ms", 3000),
         **settings)

@@ -1,4 +1,4 @@
-"""PrologSlurmctld and EpilogSlurmctld (docs/SLURM.md, "The hooks").
+"""PrologSlurmctld, EpilogSlurmctld and TaskEpilog (docs/SLURM.md, "The hooks").
 
 slurmctld runs them as root with the job in its environment (SLURM_JOB_ID,
 SLURM_JOB_PARTITION, ...) but without SLURM_CONF or any GPU variable, and
@@ -110,35 +110,52 @@ def _note(slurm, job_id: str, text: str) -> None:
         log.warning("job %s: AdminComment not written: %s", job_id, exc)
 
 
+def settle(pool, config, key: str, detail, nodes: int, wait_s: float = 0) -> str | None:
+    """Release job `key`'s admitted claims (a claim still pending, a start the prolog refused, stays
+    queued) and give the AdminComment of their energy, None when the job has no claim. With `wait_s`,
+    first wait up to that long for the figure to be final (Pool.counted_past on every claim)."""
+    import time
+    from pool_slurm import jobs as J
+    attempt = J.attempt_in_comment(detail.admin_comment, config.cluster, key)
+    if attempt is None:
+        return None
+    tenant = config.tenant(detail.account)
+    statuses = [pool.get(c, tenant) for c in J.claim_ids(config.cluster, key, attempt, nodes)]
+    statuses = [s for s in statuses if s is not None]
+    statuses = [(pool.release(s.claim_id, s.tenant) or pool.get(s.claim_id, s.tenant)) if s.state == 2 else s
+                for s in statuses]
+    if not statuses:
+        return None
+    deadline = time.monotonic() + wait_s
+    while wait_s and not all(pool.counted_past(s) for s in statuses):
+        if time.monotonic() >= deadline:
+            log.warning("job %s: windows after its claim's release not counted within %.1f s: "
+                        "its figure so far", key, wait_s)
+            break
+        time.sleep(0.05)
+    figures = [pool.claim_energy(s) for s in statuses]
+    from protos.pool.v1 import types_pb2
+    return J.energy_comment(statuses[0].claim_id, types_pb2.ClaimState.Name(statuses[0].state),
+                            sum(f[0] for f in figures), J.worst_grade([f[1] for f in figures]),
+                            sum(f[2] for f in figures))
+
+
 def epilog(config) -> int:
-    """Release the job's claims and write their energy into its AdminComment."""
+    """Release the job's claims and write their energy into its AdminComment (a requeued job takes it;
+    a finished one took the final figure from the task epilog, or the bridge's last running figure)."""
     from pool_slurm.pool import Pool, PoolError
     from pool_slurm.slurm import Slurm, SlurmError
-    from pool_slurm import jobs as J
     key = job_id = _key()
     slurm = Slurm(config.env())
     try:
         detail = slurm.detail(job_id)
-        attempt = J.attempt_in_comment(detail.admin_comment, config.cluster, key)
-        if attempt is None:
-            return 0
         nodes = int(os.environ.get("SLURM_JOB_NUM_NODES") or len(detail.nodes) or 1)
         pool = Pool(config)
         try:
-            tenant = config.tenant(detail.account)
-            statuses = [pool.get(c, tenant) for c in J.claim_ids(config.cluster, key, attempt, nodes)]
-            statuses = [s for s in statuses if s is not None]
-            # only what ran is released here: a claim still pending (a start the prolog refused) stays queued
-            statuses = [(pool.release(s.claim_id, s.tenant) or pool.get(s.claim_id, s.tenant)) if s.state == 2 else s
-                        for s in statuses]
-            figures = [pool.claim_energy(s) for s in statuses]
+            text = settle(pool, config, key, detail, nodes)
         finally:
             pool.close()
-        if statuses:
-            from protos.pool.v1 import types_pb2
-            text = J.energy_comment(statuses[0].claim_id, types_pb2.ClaimState.Name(statuses[0].state),
-                                    sum(f[0] for f in figures), J.worst_grade([f[1] for f in figures]),
-                                    sum(f[2] for f in figures))
+        if text is not None:
             log.info("job %s: %s", job_id, text)
             try:   # a requeued job takes it; a finished one does not (Slurm: "Job has already finished")
                 slurm.admin_comment(job_id, text)
@@ -146,6 +163,24 @@ def epilog(config) -> int:
                 pass
     except (PoolError, SlurmError) as exc:
         log.warning("job %s epilog: %s (the bridge releases the claim on its next cycle)", job_id, exc)
+    return 0
+
+
+BATCH_STEP = ("", "batch", "4294967291")   # SLURM_STEP_ID of the batch step's task: 22.05 leaves it unset
+
+
+def task_epilog(config) -> int:
+    """TaskEpilog, run by slurmstepd as the job's user after each task, the job still RUNNING: after the
+    batch script (the job's end) ask the bridge to finish the job (gate.finish). Never fails the job:
+    any error is logged and EpilogSlurmctld releases the claim as before."""
+    from pool_slurm import gate
+    if os.environ.get("SLURM_STEP_ID", "") not in BATCH_STEP:
+        return 0   # an srun step ended, not the job
+    answer = gate.finish(config, _key())
+    if answer is None:
+        log.warning("job %s: the bridge did not answer: EpilogSlurmctld releases its claim", _key())
+    elif not answer[0]:
+        log.warning("job %s not finished by the bridge: %s", _key(), answer[1])
     return 0
 
 
@@ -165,12 +200,18 @@ def main(config_path=None) -> int:
             except Exception:
                 return 1
         return 0
+    if context in ("prolog_slurmctld", "epilog_task") and os.environ.get("SLURM_JOB_PARTITION", "") and not any(
+            p in config.partitions for p in os.environ["SLURM_JOB_PARTITION"].split(",")):
+        return 0   # not a governed partition: not Pool's
     if context == "prolog_slurmctld":
-        if os.environ.get("SLURM_JOB_PARTITION", "") and not any(
-                p in config.partitions for p in os.environ["SLURM_JOB_PARTITION"].split(",")):
-            return 0
         return prolog(config)
     if context == "epilog_slurmctld":
         return epilog(config)
+    if context == "epilog_task":
+        try:
+            return task_epilog(config)
+        except Exception as exc:   # never fail the job (a failing TaskEpilog is logged by slurmstepd)
+            log.error("task epilog: %s", exc)
+            return 0
     log.error("SLURM_SCRIPT_CONTEXT=%r: not a hook pool-slurm knows", context)
     return 0

@@ -2,7 +2,8 @@
 
     pool-slurm run [--config PATH]         the bridge daemon (systemd/pool-slurm.service)
     pool-slurm job-submit-lua [--config]   print the job_submit.lua that holds governed GPU jobs
-    pool-slurm                              as PrologSlurmctld / EpilogSlurmctld (SLURM_SCRIPT_CONTEXT)
+    pool-slurm                              as PrologSlurmctld / EpilogSlurmctld / TaskEpilog
+                                            (SLURM_SCRIPT_CONTEXT)
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ import os
 import sys
 from pathlib import Path
 
-# argparse, logging and importlib.resources are imported where used: as PrologSlurmctld and
-# EpilogSlurmctld this module starts once per job while Slurm holds the job's nodes
+# argparse, logging and importlib.resources are imported where used: as PrologSlurmctld,
+# EpilogSlurmctld and TaskEpilog this module starts once per job while Slurm holds the job's nodes
 
 
 def _lua_string(text: str) -> str:
@@ -63,14 +64,16 @@ def main(argv: list[str] | None = None) -> int:
     pool = Pool(config)
     logging.getLogger("pool_slurm").info("governing partitions %s of %s for Pool at %s",
                                          ",".join(config.partitions), config.cluster, config.scheduler)
-    from pool_slurm.gate import Gate
+    from pool_slurm.gate import Finisher, Gate
     gate = Gate(config, pool)
     bridge = Bridge(config, Slurm(config.env()), pool)
+    finisher = Finisher(config, bridge)
     import threading
     threading.Thread(target=bridge.follow, args=(lambda: bool(stopping),), name="watch", daemon=True).start()
     try:
         bridge.run(lambda: bool(stopping))
     finally:
+        finisher.close()
         gate.close()
         pool.close()
     return 0

@@ -114,3 +114,13 @@ class Pool:
         unaccounted = sum(max(0, min(g.end_ns, end) - max(g.start_ns, status.admitted_ns)) for g in gaps)
         grade = types_pb2.Grade.Name(int(worst(grades))) if grades else "GRADE_UNSPECIFIED"
         return uj, grade.removeprefix("GRADE_"), unaccounted // 1_000_000_000
+
+    def counted_past(self, status: claims_pb2.ClaimStatus) -> bool:
+        """Whether every device of an ended claim has a window (a split row) or a gap ending after the
+        claim ended: an agent streams each device's windows in order, so nothing more of the claim's
+        time is to come and its figure is final (docs/SLURM.md, "Joules on every job")."""
+        for device in status.devices_mdev:
+            page = self.client.splits(since_ns=status.ended_ns, device_id=device, page_size=1)
+            if not page.rows and not page.gaps:
+                return False
+        return bool(status.ended_ns)

@@ -77,6 +77,8 @@ class Detail:
     restarts: int
     account: str
     partition: str
+    uid: int | None = None   # the job's user (UserId=name(uid))
+    job_id: str = ""         # Slurm's own id (JobId=; an array task's differs from its key)
 
 
 _FIELD = re.compile(r"(\w[\w/:]*)=(\S*)")
@@ -109,7 +111,7 @@ def expand_hosts(text: str) -> list[str]:
 def parse_detail(key: str, text: str) -> Detail:
     nodes: dict[str, tuple[int, ...]] = {}
     state = admin = account = partition = ""
-    restarts = 0
+    restarts, uid, job_id = 0, None, ""
     for line in text.splitlines():
         stripped = line.strip()
         if stripped.startswith("Nodes=") and "GRES=" in stripped:
@@ -130,10 +132,14 @@ def parse_detail(key: str, text: str) -> Detail:
                     account = value
                 elif name == "Partition":
                     partition = value
+                elif name == "JobId" and not job_id:
+                    job_id = value
+                elif name == "UserId" and (m := re.search(r"\((\d+)\)$", value)):
+                    uid = int(m.group(1))
                 elif name == "NodeList" and value not in ("(null)", "") and not nodes:
                     for host in expand_hosts(value):
                         nodes.setdefault(host, ())
-    return Detail(key, state, nodes, admin, restarts, account, partition)
+    return Detail(key, state, nodes, admin, restarts, account, partition, uid, job_id)
 
 
 class Slurm:

@@ -11,8 +11,8 @@ and were observed on Debian 12's slurm-wlm:
 
 Two partitions cover both nodes: `gpu` (the default, the one Pool governs in
 the tests) and `open` (not governed: bench/slurm.py's "without the gate").
-Hooks are optional: `prolog`/`epilog` are PrologSlurmctld/EpilogSlurmctld
-commands, `job_submit` the text of a job_submit.lua written beside slurm.conf.
+Hooks are optional: `prolog`/`epilog`/`task_epilog` are PrologSlurmctld/
+EpilogSlurmctld/TaskEpilog commands, `job_submit` the text of a job_submit.lua written beside slurm.conf.
 Needs root (slurmd runs as root, munged as `munge`).
 """
 
@@ -81,7 +81,7 @@ class Cluster:
         return {**os.environ, "SLURM_CONF": str(self.conf)}
 
     def write(self, *, prolog: str | None = None, epilog: str | None = None,
-              job_submit: str | None = None) -> Cluster:
+              job_submit: str | None = None, task_epilog: str | None = None) -> Cluster:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.dir.chmod(0o755)   # munged (as munge) must reach its socket directory
         ctld_port, *node_ports = _free_ports(1 + len(NODES))
@@ -140,6 +140,8 @@ class Cluster:
             lines.append(f"PrologSlurmctld={prolog}")
         if epilog:
             lines.append(f"EpilogSlurmctld={epilog}")
+        if task_epilog:   # run by slurmstepd as the job's user: it must be executable by every user
+            lines.append(f"TaskEpilog={task_epilog}")
         if job_submit is not None:
             lines.append("JobSubmitPlugins=lua")
             (self.dir / "job_submit.lua").write_text(job_submit)

@@ -96,6 +96,7 @@ class Governed:
     config: Path
     bridge: subprocess.Popen | None = None
     seq: dict = field(default_factory=dict)
+    occupancy: dict = field(default_factory=dict)   # worker -> the occupancy its last stream was sent
 
     # -- Slurm ------------------------------------------------------------------
     def run(self, *command: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -160,13 +161,35 @@ class Governed:
     def meter(self, claim: object, uj_per_device: int, seconds: int = 1) -> None:
         """One window per device of `claim`, charging it `uj_per_device` each, as node's agent would stream."""
         now = time.time_ns()
-        self.seq[claim.worker] = self.seq.get(claim.worker, 0) + 1
-        windows = [agent_pb2.Window(device_id=device, seq=self.seq[claim.worker] * 100 + i,
-                                    start_ns=now - seconds * 1_000_000_000, end_ns=now, uj=uj_per_device,
-                                    grade=types_pb2.GRADE_HW_SHUNT)
-                   for i, device in enumerate(sorted(claim.devices_mdev))]
-        self.scheduler.stream(claim.worker, windows)
-        self.scheduler.register(claim.worker, gpus=GB)   # the stream's end took the worker's liveness: back
+        self.stream(claim.worker, [(device, now - seconds * 1_000_000_000, now, uj_per_device, False)
+                                   for device in sorted(claim.devices_mdev)])
+
+    def stream(self, worker: str, spans: list) -> None:
+        """Windows (device, start_ns, end_ns, µJ, late) in one batch, as worker's agent streams them: each
+        split by the occupancy the scheduler sends at the stream's start (RULES §2), or, `late`, by the
+        one the worker's previous stream was sent (an agent's window that closed before it heard of a
+        release). Remembers the occupancy it was sent for the next `late` window."""
+        import queue
+        up: queue.Queue = queue.Queue()
+        up.put(agent_pb2.AgentMessage(hello=agent_pb2.Hello(host_id=worker)))
+        responses = self.scheduler.agents.Stream(iter(up.get, None), timeout=10)
+        self.seq[worker] = self.seq.get(worker, 0) + 1
+        windows = [agent_pb2.Window(device_id=device, seq=self.seq[worker] * 100 + i, start_ns=start, end_ns=end,
+                                    uj=uj, grade=types_pb2.GRADE_HW_SHUNT)
+                   for i, (device, start, end, uj, _) in enumerate(spans)]
+        try:
+            for answer in responses:
+                if answer.WhichOneof("body") == "occupancy":
+                    old = self.occupancy.get(worker, answer.occupancy)
+                    self.occupancy[worker] = answer.occupancy
+                    up.put(agent_pb2.AgentMessage(batch=agent_pb2.WindowBatch(windows=[
+                        e2e._split_by(old if late else answer.occupancy, w) for w, (*_, late) in zip(windows, spans)])))
+                elif answer.WhichOneof("body") == "ack" and answer.ack.acked_seq >= windows[-1].seq:
+                    break
+        finally:
+            up.put(None)
+            responses.cancel()
+        self.scheduler.register(worker, gpus=GB)   # the stream's end took the worker's liveness: back
 
     def start_bridge(self) -> None:
         log = open(self.dir / "bridge.log", "a")
@@ -203,6 +226,7 @@ partitions = ["gpu"]
 [bridge]
 poll_ms = 200
 socket = "{cluster_dir / 'gate.sock'}"
+{"" if "final_wait_ms" in extra else "final_wait_ms = 0   # no agent streams after a release here"}
 {extra}
 
 [accounts.acctA]
@@ -233,7 +257,7 @@ def governed(cluster, tmp_path):
         hook.chmod(0o755)
         from pool_slurm.config import load
         from pool_slurm.main import job_submit_lua
-        c = slurm_cluster.Cluster(where).write(prolog=str(hook), epilog=str(hook),
+        c = slurm_cluster.Cluster(where).write(prolog=str(hook), epilog=str(hook), task_epilog=str(hook),
                                                job_submit=job_submit_lua(["gpu"], load(config).wake))
         g = Governed(s, c, tmp_path, config)
         made.append(g)

@@ -1,6 +1,9 @@
 """Pool governs the real test cluster: each Done-when point of issue 20 on
 real Slurm daemons, a real pool-scheduler and the pool-slurm bridge."""
 
+import json
+import time
+
 from slurm_e2e import e2e
 from protos.pool.v1 import claims_pb2, ops_pb2, types_pb2
 
@@ -52,6 +55,23 @@ def test_pool_binds_a_claim_to_the_gpus_slurm_gave_its_job_moving_an_unbound_one
     assert dry.bound and list(dry.devices_mdev) == ["node1-gpu5"] and dry.ledger_seq == 0
     after = g.scheduler.claims.Get(claims_pb2.GetClaimRequest(claim_id="outside"), timeout=10)
     assert list(after.devices_mdev) == ["node1-gpu1"] and not after.bound
+    # only the job's batch step may end its claim (TaskEpilog), as its user or root: the kernel says who asks
+    from pool_slurm import gate
+    from pool_slurm.config import load
+    config = load(g.config)
+    assert gate.finish(config, job) == (False, f"not asked from job {job}'s batch step "
+                                               f"(its parent is no slurmstepd [{job}.batch])")
+    ask = (f"import json, socket; s = socket.socket(socket.AF_UNIX); s.connect({str(config.finish_socket)!r}); "
+           f"s.sendall(json.dumps({{'finish': {job!r}}}).encode() + b'\\n'); print(s.makefile().readline())")
+    import pwd
+    import subprocess
+    nobody = pwd.getpwnam("nobody").pw_uid
+    asked = subprocess.run(["runuser", "-u", "nobody", "--", "/usr/bin/python3", "-c", ask],
+                           capture_output=True, text=True, timeout=30, cwd="/")
+    assert asked.stdout.strip() and json.loads(asked.stdout) == {
+        "ok": False, "why": f"uid {nobody} may not end job {job} (its user's uid is 0)"}, asked.stderr
+    assert g.scheduler.claims.Get(claims_pb2.GetClaimRequest(claim_id=claim.claim_id, tenant="alpha"),
+                                  timeout=10).state == types_pb2.ADMITTED and g.state(job) == "RUNNING"
     finish(g, "job")
 
 
@@ -66,7 +86,10 @@ def splits_figure(g, claim) -> int:
 
 
 def test_a_job_runs_only_once_pool_admits_it_and_ends_with_its_joules(governed):
-    g = governed()
+    """...and with the final figure of its claim: the job's TaskEpilog has the bridge release the claim
+    while Slurm still has the job RUNNING, wait for the agent's windows up to the release (one split
+    before the agent heard of it, closing at the release), and write the figure then."""
+    g = governed(extra="final_wait_ms = 30000")
     # claim ids are per tenant: beta names a claim as the bridge will name job 1's (a fresh cluster's
     # first job); the bridge takes only the job's tenant's claims for the job's, and leaves beta's alone
     decoy = g.scheduler.claims.Submit(claims_pb2.SubmitRequest(
@@ -81,17 +104,27 @@ def test_a_job_runs_only_once_pool_admits_it_and_ends_with_its_joules(governed):
     assert claim.tenant == "alpha" and claim.request.resources.gpu_mdev == 2000
     assert claim.state == types_pb2.ADMITTED and g.job(job)["NodeList"] == claim.worker
     assert claim.bound and sorted(claim.devices_mdev) == slurm_devices(g, job)   # RULES §10: Slurm's GPUs
-    g.meter(claim, 3_000_000)
+    devices, metered = sorted(claim.devices_mdev), time.time_ns()
+    g.stream(claim.worker, [(d, metered - 10**9, metered, 3_000_000, False) for d in devices])
     wait_for("the energy in AdminComment", lambda: "energy_uj=6000000 " in g.job(job).get("AdminComment", ""), 10)
     finish(g, "a")
-    g.wait_state(job, "COMPLETED")
-    wait_for("the claim's release", lambda: [c.state for c in g.claims(job) if c.tenant == "alpha"] == [
-        types_pb2.RELEASED], 10)
+    alpha = lambda: [c for c in g.claims(job) if c.tenant == "alpha"]   # noqa: E731
+    wait_for("the claim's release at the batch script's end", lambda: [c.state for c in alpha()] == [
+        types_pb2.RELEASED], 30)
+    [ended] = alpha()
+    assert g.state(job) == "RUNNING", "the job ended before its claim's figure was final"
+    # the agent's windows of the job's last moments reach Pool after the release: one that closed at
+    # the release, split by the occupancy the agent knew then (the claim's), and the next (unallocated)
+    g.stream(claim.worker, [(d, metered, ended.ended_ns, 1_000_000, True) for d in devices] +
+             [(d, ended.ended_ns, time.time_ns(), 500_000, False) for d in devices])
+    g.wait_state(job, "COMPLETED", timeout=15)   # once they are counted, not at final_wait_ms (30 s)
     [claim, beta] = sorted(g.claims(job), key=lambda c: c.tenant)
-    assert (claim.tenant, beta.tenant, beta.state) == ("alpha", "beta", types_pb2.ADMITTED)
+    assert (claim.tenant, claim.state, beta.tenant, beta.state) == (
+        "alpha", types_pb2.RELEASED, "beta", types_pb2.ADMITTED)
     admin = g.job(job)["AdminComment"]
-    assert admin.startswith(f"pool:claim={claim.claim_id} ") and "grade=HW_SHUNT" in admin, admin
-    assert f"energy_uj={claim.measured_uj} " in admin and claim.measured_uj == splits_figure(g, claim) == 6_000_000
+    assert admin.startswith(f"pool:claim={claim.claim_id} state=RELEASED ") and "grade=HW_SHUNT" in admin, admin
+    # Splits' figure, the last window's share included (Claims.Get's measured_uj stopped at the release)
+    assert "energy_uj=8000000 " in admin and splits_figure(g, claim) == 8_000_000, admin
     listed = g.scheduler.json("claims", "--slurm-job", job)["claims"]   # by id: beta's namesake too
     assert sorted((c["tenant"], c["claim_id"]) for c in listed) == [("alpha", claim.claim_id), ("beta", beta.claim_id)]
     assert g.scheduler.json("claims", "--slurm-job", job + "0")["claims"] == []

@@ -102,11 +102,15 @@ def test_a_status_reads_as_pools_word_after_the_users_text():
 def test_slurm_outputs_are_read_as_slurm_writes_them():
     assert expand_hosts("node[1-2],gpu07,n[08-10]") == ["node1", "node2", "gpu07", "n08", "n09", "n10"]
     assert _task_ids("0-3,7,9-11%4") == [0, 1, 2, 3, 7, 9, 10, 11]
-    detail = parse_detail("5", "JobId=5 JobName=wrap\n   JobState=CONFIGURING Reason=None\n   Restarts=1 Account=accta\n"
+    detail = parse_detail("5", "JobId=5 JobName=wrap\n   UserId=ann(1001) GroupId=ann(1001) MCS_label=N/A\n"
+                               "   JobState=CONFIGURING Reason=None\n   Restarts=1 Account=accta\n"
                                "   NodeList=node[1-2]\n     Nodes=node[1-2] CPU_IDs=0 Mem=0 GRES=gpu:3(IDX:0-2)\n"
                                "   AdminComment=pool:claim=slurm.c.5.0.n0 admitted\n")
     assert detail.nodes == {"node1": (0, 1, 2), "node2": (0, 1, 2)} and detail.state == "CONFIGURING"
     assert detail.admin_comment == "pool:claim=slurm.c.5.0.n0 admitted" and detail.restarts == 1
+    assert (detail.uid, detail.job_id) == (1001, "5")   # who may end it (Bridge.finish), Slurm's own id
+    task = parse_detail("9_1", "JobId=11 ArrayJobId=9 ArrayTaskId=1 JobName=wrap\n   UserId=root(0) GroupId=root(0)\n")
+    assert (task.uid, task.job_id) == (0, "11")
     array = jobs_from_json({"jobs": [{"job_id": 9, "array_job_id": 9, "array_task_string": "0-2",
                                       "job_state": "PENDING", "tres_per_node": "gres:gpu:1"}]})
     assert [j.key for j in array] == ["9_0", "9_1", "9_2"]
