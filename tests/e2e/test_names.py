@@ -125,9 +125,12 @@ def test_an_operator_names_the_tenant_for_every_call_that_names_a_claim(cluster)
              (s.ops.PreemptionOrder, ops_pb2.PreemptionOrderRequest(for_claim_id="job-1")),
              (proofs.ProveClaim, proofs_pb2.ProveClaimRequest(claim_id="job-1")),
              (s.ops.Reclaim, ops_pb2.ReclaimRequest(claim_ids=["job-1"]))]
+    length = s.ops.LedgerHead(ops_pb2.LedgerHeadRequest(), timeout=10).length
     for call, request in calls:
         told = refused(call, request)
+        assert told.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert told.details().startswith("AMBIGUOUS_CLAIM: "), (call, told.details())
+    assert s.ops.LedgerHead(ops_pb2.LedgerHeadRequest(), timeout=10).length == length   # refused: no receipt
     explained = s.ops.Explain(ops_pb2.ExplainRequest(claim_id="job-1", tenant="beta"), timeout=10)
     assert (explained.claim_id, explained.tenant) == ("job-1", "beta")
     assert s.claims.Progress(claims_pb2.ProgressRequest(claim_id="job-1", tenant="beta", completed_units=2),
