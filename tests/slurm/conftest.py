@@ -46,6 +46,7 @@ def slurm():
 # their agents would), the test cluster with pool-slurm's hooks and job_submit.lua,
 # and the bridge daemon; `Governed` submits jobs and reads both sides.
 
+import functools
 import json as _json
 import os
 import subprocess
@@ -238,6 +239,39 @@ tenant = "beta"
     return path
 
 
+REPO = HERE.parent.parent
+
+
+@functools.cache
+def python_for_all() -> str | None:
+    """An interpreter any user may run pool-slurm's TaskEpilog with (from this checkout): slurmstepd
+    runs it as the job's user, and this venv's interpreter may live where only root can reach."""
+    for python in (sys.executable, "/usr/bin/python3"):
+        try:
+            done = subprocess.run(["runuser", "-u", "nobody", "--", python, "-c", "import pool_slurm.hooks"],
+                                  capture_output=True, timeout=30, cwd="/", env={**os.environ, "PYTHONPATH": str(REPO)})
+        except OSError:
+            continue
+        if done.returncode == 0:
+            return python
+    return None
+
+
+def _task_epilog(where: Path, config: Path) -> Path:
+    """The TaskEpilog wrapper: `pool-slurm` as any job user runs it (its configuration and log beside it)."""
+    readable = where / "pool-slurm.toml"
+    readable.write_text(config.read_text())
+    readable.chmod(0o644)
+    log = where / "task-epilog.log"
+    log.touch()
+    log.chmod(0o666)
+    hook = where / "pool-slurm-task-epilog"
+    hook.write_text(f"#!/bin/sh\nPOOL_SLURM_CONFIG={readable} PYTHONPATH={REPO} exec {python_for_all() or sys.executable} "
+                    f"-m pool_slurm.main >>{log} 2>&1\n")
+    hook.chmod(0o755)
+    return hook
+
+
 @pytest.fixture
 def governed(cluster, tmp_path):
     """governed(extra="...", pool_extra="...") -> Governed: Pool, Slurm with the hooks, and the bridge
@@ -255,9 +289,10 @@ def governed(cluster, tmp_path):
         hook.write_text(f"#!/bin/sh\nPOOL_SLURM_CONFIG={config} exec {BIN / 'pool-slurm'} "
                         f">>{tmp_path / 'hooks.log'} 2>&1\n")
         hook.chmod(0o755)
+        task_epilog = _task_epilog(where, config)
         from pool_slurm.config import load
         from pool_slurm.main import job_submit_lua
-        c = slurm_cluster.Cluster(where).write(prolog=str(hook), epilog=str(hook), task_epilog=str(hook),
+        c = slurm_cluster.Cluster(where).write(prolog=str(hook), epilog=str(hook), task_epilog=str(task_epilog),
                                                job_submit=job_submit_lua(["gpu"], load(config).wake))
         g = Governed(s, c, tmp_path, config)
         made.append(g)

@@ -130,6 +130,30 @@ def test_a_job_runs_only_once_pool_admits_it_and_ends_with_its_joules(governed):
     assert g.scheduler.json("claims", "--slurm-job", job + "0")["claims"] == []
 
 
+def test_an_ordinary_users_job_ends_with_its_final_figure(governed):
+    """TaskEpilog runs as the job's user: the bridge lets the job's own user (not root) end its claim."""
+    from conftest import python_for_all
+    import pwd
+    import subprocess
+    if python_for_all() is None:
+        import pytest
+        pytest.skip("no Python that user nobody may run pool_slurm with")
+    g = governed()
+    submitted = subprocess.run(["runuser", "-u", "nobody", "--", "sbatch", "--parsable", "--account=acctA",
+                                "--gres=gpu:1", "--comment=pool:estimate=1kJ", "--output=/dev/null", "--chdir=/tmp",
+                                "--wrap", "true"], capture_output=True, text=True, env=g.cluster.env(), timeout=30,
+                               cwd="/")
+    assert submitted.returncode == 0, submitted.stderr
+    job = submitted.stdout.strip().split(";")[0]
+    g.wait_state(job, "COMPLETED")
+    shown = g.job(job)
+    assert shown["UserId"] == f"nobody({pwd.getpwnam('nobody').pw_uid})"
+    [claim] = g.claims(job)
+    # written by the bridge at the TaskEpilog's request, before the job left RUNNING: the claim RELEASED
+    assert shown["AdminComment"] == f"pool:claim={claim.claim_id} state=RELEASED energy_uj=0 grade=UNSPECIFIED " \
+                                    f"unaccounted_s=0", (shown["AdminComment"], g.log())
+
+
 def seed_class(g, uj: int) -> None:
     """Two released claims of work class `train`, measured at `uj` each (HwShunt): jobs with
     pool:class=train then hold `uj`, graded ModelBased, and may borrow (RULES §3, §7)."""
