@@ -11,7 +11,6 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from itertools import islice
 
 import grpc
 from google.protobuf.message_factory import GetMessageClass
@@ -323,20 +322,26 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
         began = position = committed.length
         try:
             # the statuses as of the committed state the watch began at (kept by reference: it shares
-            # all but what changed since with the live one), a page at a time
-            # (from_now: none; only what changes from here)
-            claims = iter(()) if request.from_now else iter([committed.state.claims[one]]) if one is not None \
-                else self._listing.after(committed, "")
-            seqs = committed.claim_seq
-            while True:
+            # all but what changed since with the live one), a page at a time by a cursor over the
+            # claim keys (from_now: none; only what changes from here)
+            state, seqs = committed.state, committed.claim_seq
+            self._listing.after(committed, "")   # brought forward to this state (never back: keys_after)
+            cursor, done = "", request.from_now
+            while not done:
                 async with self.admission.turn(caller()):   # each page in the caller's turn (limits.RUNNING)
-                    page = list(islice(claims, WATCH_PAGE))
-                    chosen = [c for c in page if matches(c) and seqs.get(c.claim_id, 0) >= request.resume_from]
+                    keys = [one] if one is not None else self._listing.keys_after(committed, cursor, WATCH_PAGE)
+                    done = one is not None or not keys
+                    cursor = keys[-1] if keys else cursor
+                    chosen = [c for c in map(state.claims.get, keys) if c is not None and matches(c)
+                              and seqs.get(c.claim_id, 0) >= request.resume_from]
+                    # the shared listing's statuses while it shows this state; once a later listing moved it
+                    # on, each status as Get makes it of this state (diffing the listing back and forth
+                    # between a Watch's state and the latest cost seconds a page under load)
+                    statuses = (self._listing.statuses(committed, chosen) if self._listing.shows(committed)
+                                else [self.status(c.claim_id, committed) for c in chosen]) if chosen else ()
                     events = [claims_pb2.ClaimEvent(status=status, time_ns=time.time_ns(),
                                                     kind=claims_pb2.EVENT_CURRENT, position=began)
-                              for status in (self._listing.statuses(committed, chosen) if chosen else ())]
-                if not page:
-                    break
+                              for status in statuses]
                 for event in events:
                     yield event
             while (event := await watcher.next()) is not None:

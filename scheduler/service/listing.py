@@ -134,6 +134,23 @@ class Listing:
         self._of(committed)
         return map(self._claims.__getitem__, self._ids[bisect_right(self._ids, claim_id):] if claim_id else self._ids)
 
+    def keys_after(self, committed: Committed, claim_id: str, most: int) -> list[str]:
+        """Up to `most` claim keys above `claim_id` ("" for the first), in key order, as
+        the latest state this listing was brought to has them (`committed`'s if none
+        was yet). A Watch pages the state it began at by these keys without bringing
+        the listing back to that state (which every later listing would then diff
+        forward again): keys only come and go, so the next keys after a cursor are
+        the same in any later state but for claims that state added or dropped."""
+        if self._committed is None:
+            self._of(committed)
+        ids = self._ids
+        at = bisect_right(ids, claim_id) if claim_id else 0
+        return ids[at:at + most]
+
+    def shows(self, committed: Committed) -> bool:
+        """Whether the listing is at `committed` now (its statuses are that state's)."""
+        return self._committed is committed
+
     def statuses(self, committed: Committed, claims: Iterable[Claim]) -> list[claims_pb2.ClaimStatus]:
         """What ClaimsServicer.status answers for each of `claims` (claims of the committed state)."""
         return list(claims_pb2.ListClaimsResponse.FromString(self.page(committed, claims)[0]).claims)

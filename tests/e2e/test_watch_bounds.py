@@ -74,3 +74,37 @@ def test_resume_from_past_the_ledger_is_invalid(cluster):
     except grpc.RpcError as error:
         assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert error.details().startswith("INVALID_ARGUMENT: resume_from:")
+
+
+def list_all(s, tenant: str) -> list[claims_pb2.ClaimStatus]:
+    out, token = [], ""
+    while True:
+        page = s.claims.List(claims_pb2.ListClaimsRequest(tenant=tenant, page_token=token), timeout=30)
+        out += page.claims
+        token = page.next_page_token
+        if not token:
+            return out
+
+
+def test_a_watch_pages_the_state_it_began_at_while_lists_move_on(cluster, harness):
+    """A Watch's first statuses are those of the state it began at, page after
+    page (200 a page), while claims change and List brings the shared listing
+    to the latest state between its pages (3,000 statuses outrun the stream's
+    flow-control window, so the watch is still paging when they do): queue
+    positions and states as they were, then the changes as live events."""
+    s = cluster(harness.TREE)
+    submit_many(s, "c", 3000)
+    began = list_all(s, "alpha")   # Get's statuses of the state the watch begins at
+    watch = s.claims.Watch(claims_pb2.WatchRequest(tenant="alpha"), timeout=60)
+    events = [next(watch)]
+    for i in (1500, 2900):   # claims in later pages, and every position after them moves
+        s.claims.Release(claims_pb2.ReleaseRequest(claim_id=f"c{i:05}"), timeout=10)
+    assert len(list_all(s, "alpha")) == 3000   # the listing now shows the latest state
+    for event in watch:
+        events.append(event)
+        if event.kind != claims_pb2.EVENT_CURRENT and event.status.claim_id == "c02900":
+            break
+    watch.cancel()
+    current = [e.status for e in events if e.kind == claims_pb2.EVENT_CURRENT]
+    assert current == began   # field for field, positions included
+    assert [e.status.claim_id for e in events if e.kind == claims_pb2.EVENT_RELEASED] == ["c01500", "c02900"]
