@@ -81,15 +81,33 @@ def batch_step_of(pid: int) -> str | None:
     return None
 
 
-class Finisher:
-    """The bridge's side of TaskEpilog's request: a thread serving `finish_socket` (bridge.finish)."""
+class _Served:
+    """A Unix socket served by a thread, a line of JSON each way: the Gate's and the Finisher's."""
 
-    def __init__(self, config, bridge) -> None:
-        path = Path(config.finish_socket)
+    def _serve(self, where: str, handler: type, name: str, mode: int) -> None:
+        path = Path(where)
         path.parent.mkdir(parents=True, exist_ok=True)
         if path.exists():
             path.unlink()
+        old = os.umask(0o177)   # made owner-only, then opened as far as `mode` says
+        try:
+            self.server = socketserver.ThreadingUnixStreamServer(str(path), handler)
+        finally:
+            os.umask(old)
+        path.chmod(mode)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, name=name, daemon=True)
+        self.thread.start()
 
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class Finisher(_Served):
+    """The bridge's side of TaskEpilog's request: a thread serving `finish_socket` (bridge.finish)."""
+
+    def __init__(self, config, bridge) -> None:
         class Handler(socketserver.StreamRequestHandler):
             def handle(self) -> None:
                 key = "?"
@@ -105,27 +123,15 @@ class Finisher:
                 log.info("end of job %s: %s", key, why)
                 self.wfile.write(json.dumps({"ok": ok, "why": why}).encode() + b"\n")
 
-        self.server = socketserver.ThreadingUnixStreamServer(str(path), Handler)
-        path.chmod(0o666)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, name="finish", daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self._serve(config.finish_socket, Handler, "finish", 0o666)   # every job's user asks (bridge.finish checks who)
 
 
-class Gate:
+class Gate(_Served):
     """The bridge's side: a thread serving the socket with the bridge's Pool connection."""
 
     def __init__(self, config, pool) -> None:
         from pool_slurm.hooks import may_start
         from pool_slurm.pool import PoolError, unreachable
-        path = Path(config.socket)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if path.exists():
-            path.unlink()
 
         class Handler(socketserver.StreamRequestHandler):
             def handle(self) -> None:
@@ -144,15 +150,4 @@ class Gate:
                          "admitted" if answer["ok"] else answer["why"])
                 self.wfile.write(json.dumps(answer).encode() + b"\n")
 
-        old = os.umask(0o177)
-        try:
-            self.server = socketserver.ThreadingUnixStreamServer(str(path), Handler)
-        finally:
-            os.umask(old)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, name="gate", daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self._serve(config.socket, Handler, "gate", 0o600)   # slurmctld's user only

@@ -137,26 +137,6 @@ class OperationsServicer(ops_pb2_grpc.OperationsServicer):
              gaps[size][0] if len(gaps) > size else observed.gaps_dropped + len(observed.gap_records),
              end_devices), more)
         return answer
-        # the totals cover every page, so they come with the first
-        totals: dict[str, Total] = defaultdict(Total)
-        devices: dict[tuple[str, str], Total] = defaultdict(Total)
-        for _, row in committed.splits(*selection):
-            totals[row.tenant].measured(row.uj, Grade[row.grade])
-            devices[row.worker, row.device_id].measured(row.uj, Grade[row.grade])
-        for _, g in committed.gaps(*selection):
-            span = g.end_ns - g.start_ns
-            for tenant in (g.tenants if tenants is None else g.tenants & tenants):
-                totals[tenant].unaccounted_ns += span
-            if tenants is None:
-                totals[""].unaccounted_ns += span   # the unallocated remainder is unknown in a gap too
-            devices[g.worker, g.device_id].unaccounted_ns += span
-            devices[g.worker, g.device_id].lost_windows += g.lost_windows
-        answer.totals.extend(ops_pb2.TenantTotal(tenant=t, **{k: v for k, v in total.figures().items()
-                                                              if k != "lost_windows"})
-                             for t, total in sorted(totals.items()))
-        answer.devices.extend(ops_pb2.DeviceTotal(worker=w, device_id=d, **total.figures())
-                              for (w, d), total in sorted(devices.items()))
-        return answer
 
     @guarded
     async def PreemptionOrder(self, request, context):
