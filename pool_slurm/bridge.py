@@ -267,7 +267,14 @@ class Bridge:
             return False, f"job {key} is {detail.state or 'unknown to Slurm'}"
         with self.writing:
             self.finishing[key] = time.monotonic()
-        text = settle(self.pool, self.config, key, detail, len(detail.nodes) or 1, self.config.final_wait_ms / 1000)
+        text = None
+        try:
+            text = settle(self.pool, self.config, key, detail, len(detail.nodes) or 1,
+                          self.config.final_wait_ms / 1000)
+        finally:
+            if text is None:   # nothing settled (or it failed): the job stays the bridge's to watch, as before
+                with self.writing:
+                    self.finishing.pop(key, None)
         if text is None:
             return False, f"job {key} has no claim of Pool's"
         with self.writing:

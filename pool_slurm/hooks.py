@@ -18,6 +18,7 @@ import os
 import sys
 
 log = logging.getLogger("pool_slurm.hooks")
+ADMITTED = 2   # types_pb2.ADMITTED (test_jobs holds them equal), named here: a hook starts without the protos
 
 
 def _claims_for(pool, config, key: str, attempt: int | None, nodes: int, tenant: str) -> list:
@@ -25,7 +26,7 @@ def _claims_for(pool, config, key: str, attempt: int | None, nodes: int, tenant:
     from pool_slurm import jobs as J
     if attempt is not None:
         found = [pool.get(c, tenant) for c in J.claim_ids(config.cluster, key, attempt, nodes)]
-        if all(s is not None and s.state == 2 for s in found):   # ADMITTED
+        if all(s is not None and s.state == ADMITTED for s in found):
             return found
     attempts: dict[int, list] = {}
     for c in pool.open_claims(f"{J.PREFIX}.{config.cluster}.{key}."):
@@ -50,7 +51,7 @@ def may_start(pool, config, key: str, nodes: dict, admin_comment: str, account: 
     attempt = J.attempt_in_comment(admin_comment, config.cluster, key)
     claims = _claims_for(pool, config, key, attempt, len(nodes), config.tenant(account))
     where = {config.worker(n) for n in nodes}
-    admitted = [c for c in claims if c.state == 2]
+    admitted = [c for c in claims if c.state == ADMITTED]
     if claims and len(admitted) == len(claims) == len(nodes) and {c.worker for c in admitted} == where:
         for c in admitted:
             pool.bind(c, list(nodes.get(config.node(c.worker), ())))
@@ -122,8 +123,9 @@ def settle(pool, config, key: str, detail, nodes: int, wait_s: float = 0) -> str
     tenant = config.tenant(detail.account)
     statuses = [pool.get(c, tenant) for c in J.claim_ids(config.cluster, key, attempt, nodes)]
     statuses = [s for s in statuses if s is not None]
-    statuses = [(pool.release(s.claim_id, s.tenant) or pool.get(s.claim_id, s.tenant)) if s.state == 2 else s
-                for s in statuses]
+    statuses = [(pool.release(s.claim_id, s.tenant) or pool.get(s.claim_id, s.tenant)) if s.state == ADMITTED
+                else s for s in statuses]
+    statuses = [s for s in statuses if s is not None]   # released, then gone from Pool's answers
     if not statuses:
         return None
     deadline = time.monotonic() + wait_s

@@ -36,11 +36,6 @@ def bare(key_: str) -> str:
     return key_.rpartition(SEPARATOR)[2]
 
 
-def full(tenant: str, key_: str) -> str:
-    """`TENANT/ID`, the name that identifies a claim across tenants."""
-    return key(tenant, bare(key_))
-
-
 def spec(state: ClusterState, given: ClaimSpec) -> ClaimSpec:
     """A submission as the kernel takes it: its claim and gang ids keyed by
     its tenant (an id that is not a valid id stays one inside its key: the

@@ -121,3 +121,9 @@ def test_pool_slurm_imports_nothing_of_the_scheduler():
            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('scheduler', 'agent')))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_the_hooks_admitted_is_the_protos():
+    from pool_slurm import hooks
+    from protos.pool.v1 import types_pb2
+    assert hooks.ADMITTED == types_pb2.ADMITTED
