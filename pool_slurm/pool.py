@@ -119,8 +119,10 @@ class Pool:
         """Whether every device of an ended claim has a window (a split row) or a gap ending after the
         claim ended: an agent streams each device's windows in order, so nothing more of the claim's
         time is to come and its figure is final (docs/SLURM.md, "Joules on every job")."""
+        if not status.ended_ns:   # still open: its figure can grow, and Splits since 0 would say nothing
+            return False
         for device in status.devices_mdev:
             page = self.client.splits(since_ns=status.ended_ns, device_id=device, page_size=1)
             if not page.rows and not page.gaps:
                 return False
-        return bool(status.ended_ns)
+        return True
