@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import itertools
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -77,20 +78,19 @@ guarantee_mdev = 4000
 {tree}"""
 
 
-# POOL_PROFILE=FILE: the scheduler runs under cProfile, its stats written to FILE as it leaves
-# (it leaves by os._exit, main.leave, so `python -m cProfile` would write nothing)
+# POOL_PROFILE=FILE: the scheduler's event loop runs under cProfile during the abuse phase only (the
+# bench sends SIGUSR1 as it begins and SIGUSR2 as it ends, which writes FILE); a profile of the whole
+# run would be mostly the backlog's set-up
 PROFILED = """
-import cProfile, sys
+import cProfile, signal, sys
 from scheduler.service import main as m
 out = sys.argv.pop(1)
 profile = cProfile.Profile()
-leave = m.leave
-def leaving(status):
+def stop(*_):
     profile.disable()
     profile.dump_stats(out)
-    leave(status)
-m.leave = leaving
-profile.enable()
+signal.signal(signal.SIGUSR1, lambda *_: profile.enable())
+signal.signal(signal.SIGUSR2, stop)
 m.main(sys.argv[1:])
 """
 
@@ -366,8 +366,13 @@ def main() -> None:
             before = SqliteStore(workdir / "ledger.sqlite")
             start = before.length()
             before.close()
+            profiled = bool(os.environ.get("POOL_PROFILE"))
+            if profiled:
+                process.send_signal(signal.SIGUSR1)
             abused, agent_abused, counts, evil_agent = asyncio.run(
                 phase(address, pki, process.pid, args.seconds, "b", args.abuse))
+            if profiled:
+                process.send_signal(signal.SIGUSR2)
         finally:
             process.terminate()
             process.wait(timeout=30)
