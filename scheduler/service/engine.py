@@ -308,10 +308,21 @@ class Engine:
         """The decision `decide` would commit for the events `judge` finds on
         the latest state, committing nothing: the state it was judged on and
         the decision (None when `judge` finds none). What a dry run
-        (Claims.Plan) answers; a decision's own first step."""
+        (Claims.Plan, Bind's dry run) answers; a decision's own first step."""
         latest = self._latest
+        return latest, self.previewed(latest, judge, now_ns)
+
+    def read_latest(self) -> ServiceState:
+        """The latest state, ahead of the ledger (an immutable value): what a
+        preview off the event loop is judged on (Claims.Plan)."""
+        return self._latest
+
+    @staticmethod
+    def previewed(latest: ServiceState, judge: Callable[[ServiceState], list[Event]], now_ns: int
+                  ) -> Decision | None:
+        """`preview` on a given state: a pure function of it, safe off the event loop."""
         first = judge(latest)
-        return latest, decide(latest.kernel, first, now_ns) if first else None
+        return decide(latest.kernel, first, now_ns) if first else None
 
     def record_windows(self, worker: str, judge: Callable[[ServiceState], Windows | None], now_ns: int
                        ) -> Counting | None:
