@@ -137,10 +137,12 @@ class Limits:
     # per principal, and per tenant
     submits_per_s: int = 1_000             # Submit calls per second per principal (token bucket)
     submit_burst: int = 10_000
-    # windows per second per principal: the stream is paused past it. 5,000 is 500 devices at 10 Hz;
-    # 20,000 from one compromised agent took a small scheduler's every turn (bench/abuse.py)
-    windows_per_s: int = 5_000
-    window_burst: int = 50_000
+    # windows per second per principal: the stream is paused past it. 1,000 is 100 devices at 10 Hz,
+    # ~60 times an 8-GPU host's windows at the agent's default 1 s (with its 2 CPU packages); a burst
+    # of ten seconds' worth takes a spool's catch-up at once. At 5,000 (burst 50,000) one compromised
+    # agent's 1 µs windows were a third of the ledger's work and honest Submits waited (bench/abuse.py)
+    windows_per_s: int = 1_000
+    window_burst: int = 10_000
     max_open_claims_per_tenant: int = 100_000   # pending + admitted, per tenant (its own, not its subtree)
     watch_events: int = 1_000              # events one Watch may have waiting to be sent; past it: WATCH_LAGGED
     watch_bytes: int = 1 << 20             # and bytes

@@ -54,6 +54,16 @@ class RateLimiter:
 
 RETRY_AFTER = "pool-retry-after-ms"   # trailing metadata of a budget refusal: ms before a retry may pass
 HOUR_S = 3600
+# how deep a principal's receipts_per_hour bucket is: a minute's worth (at least one receipt). An
+# hour-deep bucket let one tenant spend an hour's receipts (360,000) in seconds, the whole ledger's
+# work for minutes (bench/abuse.py); a minute's still takes an array of thousands of claims at once
+RECEIPT_BURST_S = 60
+
+
+def receipt_burst(per_hour: int) -> int:
+    """The receipts a principal may cause at once: RECEIPT_BURST_S of its receipts_per_hour."""
+    return max(1, per_hour * RECEIPT_BURST_S // HOUR_S)
+
 # calls of one principal whose handlers run at once, by role; the rest wait their turn (queued, not
 # refused: `calls` bounds them). The event loop serves its tasks in turn, so a principal with many
 # calls would otherwise take as many turns: this keeps one principal's share to a few turns a round.
@@ -128,13 +138,13 @@ class Admission:
         per_hour = principal.budget.receipts_per_hour
         if not per_hour:
             return 0.0
-        tokens = self._receipts._tokens(principal.name, now_s, per_hour / HOUR_S, per_hour)
+        tokens = self._receipts._tokens(principal.name, now_s, per_hour / HOUR_S, receipt_burst(per_hour))
         return 0.0 if tokens >= 1 else (1 - tokens) * HOUR_S / per_hour
 
     def receipts(self, principal: Principal, n: int, now_s: float) -> None:
         """`principal`'s calls caused `n` receipts."""
         per_hour = principal.budget.receipts_per_hour
-        self._receipts.charge(principal.name, n, now_s, per_hour / HOUR_S, per_hour)
+        self._receipts.charge(principal.name, n, now_s, per_hour / HOUR_S, receipt_burst(per_hour))
 
     def check_receipts(self, principal: Principal, now_s: float) -> None:
         wait = self.receipts_wait_s(principal, now_s)

@@ -24,7 +24,7 @@ class Budget:
 
     calls: int               # calls in progress, streams included
     streams: int             # open streaming calls (Watch, an agent's Stream, LedgerExport, health Watch)
-    receipts_per_hour: int   # receipts its calls cause, per hour (a token bucket an hour deep)
+    receipts_per_hour: int   # receipts its calls cause, per hour (a token bucket a minute deep: limits.receipt_burst)
 
 
 UNLIMITED = Budget(0, 0, 0)
