@@ -311,13 +311,25 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
         return claims if tenants is None else (claim for claim in claims if claim.tenant in tenants)
 
     async def Watch(self, request, context):
-        """The statuses first (EVENT_CURRENT: every watched claim, or with
-        resume_from only those changed since), a page at a time from the
-        committed state the watch began at; then live events from a Watcher,
+        """The ClaimEvents watch_encoded gives, as messages (its encoded ones read back)."""
+        events = self.watch_encoded(request, context)
+        try:
+            async for event in events:
+                yield claims_pb2.ClaimEvent.FromString(event) if type(event) is bytes else event
+        finally:
+            await events.aclose()
+
+    async def watch_encoded(self, request, context):
+        """Watch as grpc sends it (add_to_server): the statuses first
+        (EVENT_CURRENT: every watched claim, or with resume_from only those
+        changed since), a page at a time from the committed state the watch
+        began at; then live events from a Watcher,
         which holds at most limits.watch_events events and limits.watch_bytes
         bytes: one that fills is emptied and the call ends WATCH_LAGGED with
         the position to resume from. Memory per Watch: a page and the Watcher
-        (the claim ids in order are shared by every listing of a state)."""
+        (the claim ids in order are shared by every listing of a state). The
+        first statuses go out as the bytes listing.py encodes (one ClaimEvent
+        each), the live events as messages."""
         try:
             if not self.engine.ready:
                 raise not_ready(self.engine)
@@ -351,14 +363,10 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
                     cursor = keys[-1] if keys else cursor
                     chosen = [c for c in map(state.claims.get, keys) if c is not None and matches(c)
                               and seqs.get(c.claim_id, 0) >= request.resume_from]
-                    # the shared listing's statuses while it shows this state; once a later listing moved it
-                    # on, each status as Get makes it of this state (diffing the listing back and forth
-                    # between a Watch's state and the latest cost seconds a page under load)
-                    statuses = (self._listing.statuses(committed, chosen) if self._listing.shows(committed)
-                                else [self.status(c.claim_id, committed) for c in chosen]) if chosen else ()
-                    events = [claims_pb2.ClaimEvent(status=status, time_ns=time.time_ns(),
-                                                    kind=claims_pb2.EVENT_CURRENT, position=began)
-                              for status in statuses]
+                    # each status as Get gives it of this state, encoded as the event that carries it,
+                    # from the shared listing's kept records where they are this state's (listing.events)
+                    events = self._listing.events(committed, chosen, time.time_ns(), began,
+                                                  claims_pb2.EVENT_CURRENT) if chosen else ()
                 for event in events:
                     yield event
             while (event := await watcher.next()) is not None:
@@ -453,9 +461,10 @@ def _released(latest: ServiceState, claim_id: str, who: str, now: int) -> list[k
 
 
 def add_to_server(servicer: ClaimsServicer, server: grpc.aio.Server) -> None:
-    """claims_pb2_grpc.add_ClaimsServicer_to_server, but for List: its answer goes out as
-    the bytes ClaimsServicer.list_encoded gives (what the generated serializer would
-    make of ClaimsServicer.List's message, without reading the page back into one)."""
+    """claims_pb2_grpc.add_ClaimsServicer_to_server, but for List and Watch: List's answer
+    goes out as the bytes ClaimsServicer.list_encoded gives, and Watch's first statuses as
+    the bytes ClaimsServicer.watch_encoded gives (what the generated serializer would make
+    of the messages, without building them); Watch's live events are messages."""
     service = claims_pb2.DESCRIPTOR.services_by_name["Claims"]
     handlers = {}
     for method in service.methods:
@@ -464,11 +473,13 @@ def add_to_server(servicer: ClaimsServicer, server: grpc.aio.Server) -> None:
         serialize = GetMessageClass(method.output_type).SerializeToString
         if method.name == "List":
             behaviour, serialize = servicer.list_encoded, _as_encoded
+        elif method.name == "Watch":
+            behaviour, serialize = servicer.watch_encoded, _as_encoded
         handlers[method.name] = make(behaviour, request_deserializer=GetMessageClass(method.input_type).FromString,
                                      response_serializer=serialize)
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
     server.add_registered_method_handlers(service.full_name, handlers)
 
 
-def _as_encoded(answer: bytes | claims_pb2.ListClaimsResponse) -> bytes:
+def _as_encoded(answer: bytes | claims_pb2.ListClaimsResponse | claims_pb2.ClaimEvent) -> bytes:
     return answer if type(answer) is bytes else answer.SerializeToString()

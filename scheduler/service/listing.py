@@ -22,7 +22,16 @@ What a listing's pages share is worked out once per committed state: the
 claim ids in order, each pending claim's queue position, the receipt seqs and
 principals as plain dicts. `warm` encodes claims ahead of any List (the
 scheduler does it for the open claims after start-up, between calls, off the
-request path: service/claims.py). bench/cli.py measures it beside squeue."""
+request path: service/claims.py). bench/cli.py measures it beside squeue.
+
+A Watch's first statuses are the same records (`events`): a ClaimEvent's
+`status` is field 1, length-delimited, as a page's `claims` is, so the event
+is a claim's record with its time, position and kind after it, sent as bytes
+(claims.add_to_server), tested against ClaimEvent(status=ClaimsServicer.status)
+in tests/service/test_listing.py. A Watch pages the state it began at while
+the listing moves on with later Lists: a kept record serves it only while it is
+that state's too (the same claim object, seq and principals), a waiting
+claim's reason and place are that state's, any other status is built of it."""
 
 from __future__ import annotations
 
@@ -63,6 +72,9 @@ _VARINT, _LENGTH_DELIMITED = 0, 2
 CLAIMS_TAG = _tag(claims_pb2.ListClaimsResponse, "claims", _LENGTH_DELIMITED)
 _REASON_TAG = _tag(claims_pb2.ClaimStatus, "reason", _VARINT)
 _POSITION_TAG = _tag(claims_pb2.ClaimStatus, "queue_position", _VARINT)
+_EVENT_TIME_TAG = _tag(claims_pb2.ClaimEvent, "time_ns", _VARINT)
+_EVENT_POSITION_TAG = _tag(claims_pb2.ClaimEvent, "position", _VARINT)
+_EVENT_KIND_TAG = _tag(claims_pb2.ClaimEvent, "kind", _VARINT)
 _REASONS = {reason: _REASON_TAG + varint(reason) if reason else b"" for reason in Reason}   # 0: left out
 _LENGTHS = [varint(n) for n in range(1 << 10)]   # a status's length, mostly (else varint)
 
@@ -172,14 +184,24 @@ class Listing:
         the first `most` of them (0: all), ending after the status that reaches
         `budget` bytes (0: no end); and the id of the last claim in it (None if none).
         An iterator of claims is read no further than the last."""
+        out: list[bytes] = []
+        n, size, claim_id = 0, 0, None
+        for claim_id, record in self._records(committed, claims):
+            out.append(record)
+            size += len(record)
+            n += 1
+            if n == most or budget and size >= budget:
+                break
+        return b"".join(out), claim_id
+
+    def _records(self, committed: Committed, claims: Iterable[Claim]) -> Iterator[tuple[str, bytes]]:
+        """Each claim's id and its record as a page has it (the listing brought to `committed`)."""
         self._of(committed)
         positions, seqs, made, places = self._positions, self._seqs, self._made, self._places
         reasons = committed.pending_reason
         if reasons is not self._reasons:
             self._reasons, self._judged = reasons, {}
         judged = self._judged if isinstance(reasons, PendingReasons) else None   # by shape only there
-        out: list[bytes] = []
-        n, size, claim_id = 0, 0, None
         for claim in claims:
             claim_id = claim.spec.claim_id
             kept = made.get(claim_id)
@@ -187,29 +209,71 @@ class Listing:
                 kept = made[claim_id] = self._made_of(claim, seqs.get(claim_id, 0))
             kind = kept[3]
             if kind is None:   # not waiting: the record as kept
-                record = kept[2]
+                yield claim_id, kept[2]
+                continue
+            if judged is None:
+                reason = _REASONS[reasons.get(claim_id, _UNSPECIFIED)]
             else:
-                if judged is None:
-                    reason = _REASONS[reasons.get(claim_id, _UNSPECIFIED)]
-                else:
-                    reason = judged.get(kind)
-                    if reason is None:
-                        reason = judged[kind] = _REASONS[reasons.get(claim_id, _UNSPECIFIED)]
-                position = positions.get(claim_id, 0)
-                if kept[5] is reason and kept[6] == position:   # as the last listing had it
-                    record = kept[7]
-                else:
-                    body = kept[2]
-                    tail = reason + places[position]
-                    length = len(body) + len(tail)
-                    record = CLAIMS_TAG + (_LENGTHS[length] if length < 1024 else varint(length)) + body + tail
-                    kept[5], kept[6], kept[7] = reason, position, record
-            out.append(record)
-            size += len(record)
-            n += 1
-            if n == most or budget and size >= budget:
-                break
-        return b"".join(out), claim_id
+                reason = judged.get(kind)
+                if reason is None:
+                    reason = judged[kind] = _REASONS[reasons.get(claim_id, _UNSPECIFIED)]
+            position = positions.get(claim_id, 0)
+            if kept[5] is not reason or kept[6] != position:   # not as the last listing had it
+                kept[5], kept[6], kept[7] = reason, position, _record(kept[2], reason + places[position])
+            yield claim_id, kept[7]
+
+    def events(self, committed: Committed, claims: Iterable[Claim], time_ns: int, position: int,
+               kind: int) -> list[bytes]:
+        """ClaimEvent, encoded, for each of `claims` (claims of the committed state):
+        the status ClaimsServicer.status(claim id, committed) gives, with `time_ns`,
+        `position` and `kind`. A ClaimEvent's `status` is field 1, length-delimited,
+        as ListClaimsResponse's `claims` is, so a page's record of a claim is the
+        event's status field, and the event that record and the three fields after it.
+
+        `committed` may be a state the listing has moved past (a Watch pages the
+        state it began at while Lists bring the listing to later ones): the listing
+        stays where it is, and a kept record is reused only when it was made of the
+        same claim (the same object: claims are immutable values, replaced by every
+        change) with the receipt seq and principals `committed` gives it; a waiting
+        claim's reason and queue position are `committed`'s; any other claim's
+        status is built here, of `committed`, and not kept."""
+        suffix = _EVENT_TIME_TAG + varint(time_ns)
+        if position:   # zeros are left out, as protobuf leaves them
+            suffix += _EVENT_POSITION_TAG + varint(position)
+        if kind:
+            suffix += _EVENT_KIND_TAG + varint(kind)
+        if committed is self._committed or self._committed is None:
+            return [record + suffix for _, record in self._records(committed, claims)]
+        return [record + suffix for record in self._then(committed, claims)]
+
+    def _then(self, committed: Committed, claims: Iterable[Claim]) -> Iterator[bytes]:
+        """Each claim's record as of `committed`, a state other than the listing's."""
+        state, seqs, made, places = committed.state, committed.claim_seq, self._made, self._places
+        submitted, released = committed.submitted_by, committed.released_by
+        mine_submitted, mine_released = self._submitted_by, self._released_by
+        reasons = committed.pending_reason
+        for claim in claims:
+            claim_id = claim.spec.claim_id
+            seq, by, ended_by = seqs.get(claim_id, 0), submitted.get(claim_id), released.get(claim_id)
+            kept = made.get(claim_id)
+            # every kept record was made with the listing's own seq and principals (`_of` drops it when
+            # they change): the same as `committed`'s, and the same claim, and it is this state's too
+            if kept is None or kept[0] is not claim or kept[1] != seq or mine_submitted.get(claim_id) != by \
+                    or mine_released.get(claim_id) != ended_by:
+                kept = _made(claim, seq, by, ended_by)
+                if kept[3] is None:
+                    yield kept[2]
+                    continue
+                body = kept[2]
+            elif kept[3] is None:
+                yield kept[2]
+                continue
+            else:
+                body = kept[2]
+            reason = _REASONS[reasons.get(claim_id, _UNSPECIFIED)]
+            position = kernel.queue_position(state, claim)
+            yield _record(body, reason + (places[position] if position < len(places) else
+                                          _POSITION_TAG + varint(position)))
 
     def _made_of(self, claim: Claim, seq: int) -> tuple | list:
         claim_id = claim.spec.claim_id
@@ -226,6 +290,12 @@ class Listing:
         for kept in self._made.values():
             if kept[3] is not None:
                 kept[3] = self._kinds.setdefault(kept[4], len(self._kinds))
+
+
+def _record(body: bytes, tail: bytes) -> bytes:
+    """A page's record of a waiting claim: its kept status with the reason and position fields after it."""
+    length = len(body) + len(tail)
+    return CLAIMS_TAG + (_LENGTHS[length] if length < 1024 else varint(length)) + body + tail
 
 
 def _made(claim: Claim, seq: int, submitted_by: str | None, released_by: str | None) -> tuple:

@@ -18,6 +18,7 @@ from protos.pool.v1 import claims_pb2
 from scheduler import kernel
 from scheduler.kernel import ClaimSpec, ClaimState, Placement, Reason, Resources
 from scheduler.service import claims as claims_service
+from scheduler.service import listing
 from scheduler.service.claims import ClaimsServicer
 from scheduler.service.config import Limits
 from scheduler.service.principal import Principal, reset_caller, set_caller
@@ -220,6 +221,140 @@ def test_warming_encodes_the_open_claims_once_between_calls(tmp_path):
         request = claims_pb2.ListClaimsRequest()
         listed = (await ClaimsServicer.List.__wrapped__(servicer, request, None)).claims
         assert list(listed) == _plain(servicer, engine.read(), request)
+        await close(engine, steward)
+
+    asyncio.run(run())
+
+
+# -- Watch's first statuses: listing.events against ClaimEvent(status=ClaimsServicer.status(...)) --------------
+
+def _event_twin(servicer: ClaimsServicer, committed, claim_id: str, time_ns: int, position: int,
+                kind: int) -> claims_pb2.ClaimEvent:
+    return claims_pb2.ClaimEvent(status=servicer.status(claim_id, committed), time_ns=time_ns, position=position,
+                                 kind=kind)
+
+
+def _events_say_what_status_says(servicer: ClaimsServicer, committed, time_ns: int, position: int, kind: int) -> None:
+    claims = [committed.state.claims[c] for c in sorted(committed.state.claims)]
+    sent = servicer._listing.events(committed, claims, time_ns, position, kind)
+    # compared as messages: a waiting claim's reason and position come after its other fields
+    assert [claims_pb2.ClaimEvent.FromString(e) for e in sent] == \
+        [_event_twin(servicer, committed, c.claim_id, time_ns, position, kind) for c in claims]
+
+
+@settings(max_examples=30, deadline=None)
+@given(ops=OPS, extra=st.lists(st.sampled_from(range(len(SPECS))), max_size=5),
+       released=st.lists(st.sampled_from(["g1", "wc", "est", "big", "c0", "c1", "c2"]), max_size=3),
+       later=st.lists(st.sampled_from(range(len(SPECS))), max_size=3),
+       progressed=st.lists(st.tuples(st.sampled_from(["c0", "c1", "c2", "g1"]), st.integers(1, 9)), max_size=2),
+       seen=st.sampled_from(["none", "began", "later", "both"]),
+       time_ns=st.sampled_from([0, 1, 1 << 62]), position=st.sampled_from([0, 1, 300, (1 << 64) - 1]),
+       kind=st.sampled_from([0, claims_pb2.EVENT_CURRENT, claims_pb2.EVENT_RECLAIMED]))
+def test_a_watch_s_events_say_what_status_says_of_the_state_it_began_at(
+        tmp_path_factory, ops, extra, released, later, progressed, seen, time_ns, position, kind):
+    """A Watch's first events, encoded from the listing's kept records, are the
+    ClaimEvents of ClaimsServicer.status of the state the watch began at, for
+    every claim, whether the listing shows that state, has moved on to a later
+    one (releases that admit and move the queue, new claims, progress: claims
+    changed and claims not), or never encoded them; and paging the old state
+    leaves the listing where it was."""
+    path = tmp_path_factory.mktemp("ledger") / "ledger.sqlite"
+
+    async def run() -> None:
+        engine, steward = opened(path)
+        token = set_caller(Principal("someone", "operator"))
+        servicer = ClaimsServicer(engine, Limits())
+        try:
+            await drive(engine, ops)
+            for n in extra:
+                await submit(engine, SPECS[n])
+            began = engine.read()
+            if seen in ("began", "both"):   # the listing showed the watch's state (and kept its records)
+                servicer._listing.warm(began, began.state.claims.values())
+                _events_say_what_status_says(servicer, began, time_ns, position, kind)
+            for claim_id in released:
+                await release(engine, claim_id)
+            for n in later:
+                await submit(engine, SPECS[n])
+            for claim_id, units in progressed:
+                await engine.record(lambda latest: [e for e in [kernel.progress(latest.kernel, claim_id, units)]
+                                                   if e is not None and not isinstance(e, kernel.KernelError)],
+                                    time.time_ns())
+            now = engine.read()
+            if seen in ("later", "both"):   # a List (or warming) moved the listing on
+                servicer._listing.warm(now, now.state.claims.values())
+            _events_say_what_status_says(servicer, began, time_ns, position, kind)
+            if seen in ("later", "both"):
+                assert servicer._listing.shows(now)
+            _events_say_what_status_says(servicer, now, time_ns, position, kind)
+        finally:
+            reset_caller(token)
+        await close(engine, steward)
+
+    asyncio.run(run())
+
+
+def test_a_watch_of_an_older_state_reuses_the_records_of_claims_that_did_not_change(tmp_path, monkeypatch):
+    """The listing moved past the watch's state by a release that admitted a
+    waiting claim and moved the queue: only the released and the admitted
+    claims' statuses are built again, the others' records are reused (the
+    waiting ones with the old state's reason and position), and every event
+    says what status says of the old state."""
+    async def run() -> None:
+        engine, steward = opened(tmp_path / "ledger.sqlite")
+        await drive(engine, [("submit", "a", 10, 1000, 0), ("submit", "b", 10, 1000, 0)] * 4)
+        servicer = ClaimsServicer(engine, Limits())
+        began = engine.read()
+        servicer._listing.warm(began, began.state.claims.values())
+        admitted = [c for c, claim in began.state.claims.items() if claim.state is ClaimState.ADMITTED]
+        waiting = [c for c, claim in began.state.claims.items() if claim.state is ClaimState.PENDING]
+        assert admitted and len(waiting) >= 2
+        await release(engine, admitted[0])
+        now = engine.read()
+        changed = {c for c in began.state.claims if now.state.claims.get(c) is not began.state.claims[c]}
+        assert admitted[0] in changed and any(c in changed for c in waiting), "the release admitted a waiting claim"
+        moved = [c for c in waiting if c not in changed and
+                 kernel.queue_position(now.state, now.state.claims[c]) !=
+                 kernel.queue_position(began.state, began.state.claims[c])]
+        assert moved, "a waiting claim that did not change but moved up the queue"
+        servicer._listing.warm(now, now.state.claims.values())
+        built = []
+        monkeypatch.setattr(listing, "_made", lambda *args: built.append(args[0].claim_id) or made(*args))
+        _events_say_what_status_says(servicer, began, 5, 7, claims_pb2.EVENT_CURRENT)
+        assert sorted(built) == sorted(changed)
+        await close(engine, steward)
+
+    made = listing._made
+    asyncio.run(run())
+
+
+def test_a_claim_event_s_status_is_a_page_s_record():
+    """What listing.events rests on: ClaimEvent.status and ListClaimsResponse.claims
+    are both field 1, length-delimited, so one tag."""
+    status = claims_pb2.ClaimStatus(claim_id="x", queue_position=3)
+    assert claims_pb2.ClaimEvent(status=status).SerializeToString() == \
+        claims_pb2.ListClaimsResponse(claims=[status]).SerializeToString()
+
+
+def test_a_kept_record_of_the_same_claim_is_not_reused_for_another_seq_or_principal(tmp_path):
+    """The same claim object with another receipt seq, submitter or releaser in
+    the watch's state than the listing keeps its record with: built again, as
+    status says it of that state (each a state no receipt leads to, made by hand)."""
+    async def run() -> None:
+        engine, steward = opened(tmp_path / "ledger.sqlite")
+        await drive(engine, [("submit", "a", 10, 1000, 0), ("submit", "b", 10, 1000, 0)] * 3)
+        servicer = ClaimsServicer(engine, Limits())
+        now = engine.read()
+        assert {c.state for c in now.state.claims.values()} == {ClaimState.ADMITTED, ClaimState.PENDING}
+        servicer._listing.warm(now, now.state.claims.values())
+        service = now.service
+        for changed in ({"claim_seq": service.claim_seq.set("c0", 99_999)},
+                        {"submitted_by": service.submitted_by.set("c1", "someone-else")},
+                        {"released_by": service.released_by.set("c2", "a-releaser")},
+                        {"claim_seq": service.claim_seq.set("c4", 77_777)},   # a waiting one
+                        {"submitted_by": service.submitted_by.set("c5", "someone-else")}):
+            began = now._replace(service=service._replace(**changed))
+            _events_say_what_status_says(servicer, began, 5, 7, claims_pb2.EVENT_CURRENT)
         await close(engine, steward)
 
     asyncio.run(run())
