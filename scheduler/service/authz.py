@@ -260,7 +260,9 @@ class OpenStream:
     method: str
     rule: Rule
     message: Any                  # the request, or the stream's first message
-    revoked: asyncio.Future       # set to the Refused that ends the call
+    task: asyncio.Task            # the call's own task: cancelled to end it where it waits
+    revoked: Refused | None = None   # set to the refusal that ends the call
+    waiting: bool = False         # in the handler, for its next message (not being sent one)
 
 class Authorizer(grpc.aio.ServerInterceptor):
     """Puts every call through TABLE. `principals` is replaced whole on reload."""
@@ -322,13 +324,15 @@ class Authorizer(grpc.aio.ServerInterceptor):
         refusal (the call's wrapper, `_until_revoked`, ends it)."""
         self.principals = principals
         for call in list(self.streams):
-            if call.revoked.done() or call.principal is INSECURE:
+            if call.revoked is not None or call.principal is INSECURE:
                 continue
             try:
                 principal = self.allowed(call.method, call.rule, self.known(call.principal.name))
                 self.narrow(call.rule.scope, principal, call.message)
             except Refused as error:
-                call.revoked.set_result(error)
+                call.revoked = error
+                if call.waiting:   # else it ends before its next message (_until_revoked)
+                    call.task.cancel()
 
     def enter(self, principal: Principal | None, rule: Rule, context: grpc.aio.ServicerContext,
               streaming: bool) -> tuple[str, str, bool]:
@@ -415,7 +419,11 @@ def _unary_unary(door: Authorizer, method: str, rule: Rule, handler: Any) -> Any
 async def _until_revoked(door: Authorizer, context: grpc.aio.ServicerContext, principal: Principal | None,
                          method: str, rule: Rule, message: Any, responses: Any) -> Any:
     """A stream's responses until it ends, or until a reload revokes what let
-    it in (door.revise): then it ends with the refusal its next call would get."""
+    it in (door.revise): then it ends with the refusal its next call would get.
+    A reload that finds the call waiting in the handler for its next message
+    cancels the call's task there (as drain.py's close does), and the
+    cancellation is answered with the refusal; one that finds grpc sending a
+    message ends the call before the next. Nothing is made per message."""
     if inspect.isawaitable(responses):   # a handler that writes with context.write (grpc's health Watch)
         await responses
         return
@@ -423,32 +431,30 @@ async def _until_revoked(door: Authorizer, context: grpc.aio.ServicerContext, pr
         async for response in responses:
             yield response
         return
-    call = OpenStream(principal, method, rule, message, asyncio.get_running_loop().create_future())
+    task = asyncio.current_task()
+    assert task is not None
+    call = OpenStream(principal, method, rule, message, task)
     door.streams.add(call)
     responses = aiter(responses)
-    following: asyncio.Future | None = None
     try:
         while True:
-            following = asyncio.ensure_future(anext(responses))
-            await asyncio.wait((following, call.revoked), return_when=asyncio.FIRST_COMPLETED)
-            if not following.done():
-                await _cancelled(following)
-                await door.refuse(context, call.revoked.result())
+            if call.revoked is not None:   # revoked while grpc was sending the last message
+                await door.refuse(context, call.revoked)
+            call.waiting = True
             try:
-                response = following.result()
+                response = await anext(responses)
             except StopAsyncIteration:
                 return
+            finally:
+                call.waiting = False
             yield response
+    except asyncio.CancelledError:
+        if call.revoked is None:   # grpc's own cancellation, or drain.py's close
+            raise
+        await door.refuse(context, call.revoked)
     finally:
         door.streams.discard(call)
-        if following is not None and not following.done():
-            await _cancelled(following)
         await responses.aclose()
-
-
-async def _cancelled(task: asyncio.Future) -> None:
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
 
 
 def _unary_stream(door: Authorizer, method: str, rule: Rule, handler: Any) -> Any:
