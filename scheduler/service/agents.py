@@ -29,6 +29,7 @@ from functools import partial
 from collections.abc import AsyncIterator, Callable, Mapping
 
 import grpc
+from google.protobuf.message_factory import GetMessageClass
 
 from protos.energy import MDEV_PER_DEVICE
 from protos.pool.v1 import agent_pb2, agent_pb2_grpc, types_pb2
@@ -44,6 +45,7 @@ from scheduler.service.limits import Admission, RateLimiter
 from scheduler.service.metrics import SchedulerMetrics
 from scheduler.service.windows.batch import CPU_PREFIX, Windows, batch_columns
 from scheduler.service.windows.occupancy import occupants
+from scheduler.service.windows.occupancy_wire import OccupancyWire
 from scheduler.service.principal import caller
 from scheduler.service.state import ServiceState
 
@@ -60,7 +62,7 @@ class Outbox:
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self.occupancy: agent_pb2.Occupancy | None = None
+        self.occupancy: bytes | None = None   # a SchedulerMessage, encoded (occupancy_wire.py)
         self.ack: int | None = None
         self.end: Refused | bool = False     # True: ended; a Refused: ended with it
         self._unacked = 0                    # windows read and not yet covered by a sent ack
@@ -83,7 +85,7 @@ class Outbox:
         self.ack = seq
         self._wake()
 
-    def push(self, occupancy: agent_pb2.Occupancy) -> None:
+    def push(self, occupancy: bytes) -> None:
         self.occupancy = occupancy
         self._wake()
 
@@ -97,12 +99,12 @@ class Outbox:
             self._unacked -= self._covered.popleft()[1]
         self._wake()
 
-    async def next(self) -> agent_pb2.SchedulerMessage | Refused | None:
-        """The next thing to send: occupancy first, then the ack, then the end
-        (None, or the refusal)."""
+    async def next(self) -> agent_pb2.SchedulerMessage | bytes | Refused | None:
+        """The next thing to send: occupancy first (encoded), then the ack, then
+        the end (None, or the refusal)."""
         while True:
             if self.occupancy is not None:
-                message, self.occupancy = agent_pb2.SchedulerMessage(occupancy=self.occupancy), None
+                message, self.occupancy = self.occupancy, None
                 return message
             if self.ack is not None:
                 message, self.ack = agent_pb2.SchedulerMessage(ack=agent_pb2.Ack(acked_seq=self.ack)), None
@@ -123,6 +125,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         self._ended: dict[str, float] = {}          # host -> monotonic s its last stream ended
         self.started = time.monotonic()
         self._dirty: set[str] = set()   # hosts whose occupancy changed since the last push
+        self._wire = OccupancyWire()   # each streaming host's occupancy, kept encoded
         self._rates = RateLimiter(self.limits.windows_per_s, self.limits.window_burst)
         self.admission = Admission({})   # the scheduler's (main.py): receipts per principal per hour
         engine.listen(self._push_occupancy)
@@ -154,11 +157,11 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         first = self._occupancy(host)
         reader = asyncio.create_task(self._read(host, request_iterator, outbox))
         try:
-            yield agent_pb2.SchedulerMessage(occupancy=first)
+            yield first
             yield agent_pb2.SchedulerMessage(ack=agent_pb2.Ack(acked_seq=await self.engine.durable_acked(host)))
-            while isinstance(message := await outbox.next(), agent_pb2.SchedulerMessage):
+            while isinstance(message := await outbox.next(), (bytes, agent_pb2.SchedulerMessage)):
                 yield message
-                if message.HasField("ack"):
+                if type(message) is not bytes:
                     outbox.sent_ack(message.ack.acked_seq)
             if isinstance(message, Refused):
                 await abort(self.engine, context, message)
@@ -166,6 +169,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             reader.cancel()
             if self._outboxes.get(host) is outbox:
                 del self._outboxes[host]
+                self._wire.forget(host)
                 self._ended[host] = time.monotonic()
                 self.metrics.agents_live.set(len(self._outboxes))
 
@@ -285,13 +289,15 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             self._outboxes[host].push(self._occupancy(host))
         self._dirty = set()
 
-    def _occupancy(self, host: str) -> agent_pb2.Occupancy:
+    def _occupancy(self, host: str) -> bytes:
         """As committed (an agent never splits energy for an admission a crash could
-        take back); sending it supersedes the older versions (evidence.py)."""
+        take back); sending it supersedes the older versions (evidence.py).
+        Encoded as `occupancy` would make it (occupancy_wire.py)."""
         committed = self.engine.read()
         version = committed.occupancy_seq.get(host, 0)
         self.engine.occupancies.sent(host, version, time.time_ns())
-        return occupancy(committed.state, host, self.meters.get(host, []), version, self.engine.observed.holders)
+        return self._wire.message(committed.state, host, self.meters.get(host, []), version,
+                                  self.engine.observed.holders(committed.state, host))
 
 
 def occupancy(state: ClusterState, host: str, meters: list[types_pb2.DeviceMeter], version: int,
@@ -299,7 +305,8 @@ def occupancy(state: ClusterState, host: str, meters: list[types_pb2.DeviceMeter
               ) -> agent_pb2.Occupancy:
     """Who occupies each device of a host: GPU holders by milli-device, and on
     each CPU package every claim with reserved CPU, by cpu_millis (RULES §2).
-    `holders`: occupants, or the engine's cache of it (occupancy.Holders)."""
+    `holders`: occupants, or the engine's cache of it (occupancy.Holders).
+    The plain twin of what a stream sends (OccupancyWire.message, its encoding)."""
     worker, held = state.workers[host], holders(state, host)
     out = agent_pb2.Occupancy(version=version)
     for device in worker.devices:
@@ -365,3 +372,27 @@ def _check_devices_kept(state: ClusterState, worker: Worker) -> None:
         if dropped and claim.state is ClaimState.ADMITTED:
             raise Refused("DEVICES_HELD", f"devices: {worker.worker_id!r} would drop {dropped[0]!r}, which claim "
                                           f"{claim_id!r} holds; release it first")
+
+
+def add_to_server(servicer: AgentServicer, server: grpc.aio.Server) -> None:
+    """agent_pb2_grpc.add_AgentServiceServicer_to_server, but Stream's occupancy
+    pushes go out as the bytes OccupancyWire gives (what the generated
+    serializer would make of the message `occupancy` builds)."""
+    service = agent_pb2.DESCRIPTOR.services_by_name["AgentService"]
+    handlers = {}
+    for method in service.methods:
+        make = _HANDLERS[method.client_streaming, method.server_streaming]
+        serialize = GetMessageClass(method.output_type).SerializeToString
+        handlers[method.name] = make(getattr(servicer, method.name),
+                                     request_deserializer=GetMessageClass(method.input_type).FromString,
+                                     response_serializer=_as_encoded if method.server_streaming else serialize)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
+    server.add_registered_method_handlers(service.full_name, handlers)
+
+
+_HANDLERS = {(False, False): grpc.unary_unary_rpc_method_handler, (False, True): grpc.unary_stream_rpc_method_handler,
+             (True, False): grpc.stream_unary_rpc_method_handler, (True, True): grpc.stream_stream_rpc_method_handler}
+
+
+def _as_encoded(message: bytes | agent_pb2.SchedulerMessage) -> bytes:
+    return message if type(message) is bytes else message.SerializeToString()

@@ -26,7 +26,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 
 from protos import daemon
-from protos.pool.v1 import agent_pb2_grpc, ops_pb2_grpc, proofs_pb2_grpc
+from protos.pool.v1 import ops_pb2_grpc, proofs_pb2_grpc
 from protos.settings import ConfigError
 from scheduler.kernel import EventError, WorkerLiveness, period_roll
 from scheduler.ledger.fold import CheckpointMismatch, Unfoldable
@@ -37,6 +37,7 @@ from scheduler.ledger.store import Store, StoreError, StoreFull, probe
 from scheduler.ledger.verify import LedgerInvalid
 from scheduler.ledger.writer import GroupCommitWriter
 from scheduler.service import config as configuration
+from scheduler.service import agents as agents_service
 from scheduler.service.agents import AgentServicer
 from scheduler.service.authz import Authorizer
 from scheduler.service import claims as claims_service
@@ -232,7 +233,7 @@ class Scheduler:
         self.warming: asyncio.Task | None = None   # claims.warm_listing, once serving
         self.claims.admission = self.admission
         claims_service.add_to_server(self.claims, self.server)   # List's pages sent as listing.py encodes them
-        agent_pb2_grpc.add_AgentServiceServicer_to_server(self.agents, self.server)
+        agents_service.add_to_server(self.agents, self.server)   # occupancy sent as occupancy_wire.py encodes it
         operations = OperationsServicer(self.engine, self.agents, config.limits)
         ops_pb2_grpc.add_OperationsServicer_to_server(operations, self.server)
         proofs_pb2_grpc.add_ProofsServicer_to_server(ProofsServicer(self.engine), self.server)

@@ -369,15 +369,18 @@ def test_a_refusal_is_told_only_once_the_state_it_was_judged_on_is_durable(tmp_p
 def test_the_kept_occupants_are_the_hosts_occupants(tmp_path_factory, ops):
     """occupancy.Holders, asked at every batch folded and every occupancy
     recorded through random submissions, releases and windows, answers what
-    occupants() computes from the state there and then."""
+    occupants() computes from the state there and then; and no answer
+    handed out changes afterwards (the engine asks inside its edit batches)."""
     path = tmp_path_factory.mktemp("ledger") / "ledger.sqlite"
-    asked = []
+    asked, handed = [], []
     real = Holders.__call__
 
     def checked(self, state, host):
         got = real(self, state, host)
-        assert got == occupants(state, host)
+        plain = {key: dict(holders.items()) for key, holders in got.items()}
+        assert plain == occupants(state, host)
         asked.append(bool(got))
+        handed.append((got, plain))
         return got
 
     async def run() -> None:
@@ -389,3 +392,4 @@ def test_the_kept_occupants_are_the_hosts_occupants(tmp_path_factory, ops):
         patch.setattr(Holders, "__call__", checked)
         asyncio.run(run())
     assert asked or not any(op[0] == "window" for op in ops)
+    assert all({key: dict(holders.items()) for key, holders in got.items()} == plain for got, plain in handed)

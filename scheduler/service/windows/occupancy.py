@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 from protos.energy import MDEV_PER_DEVICE, with_unallocated
 from scheduler.kernel import Claim, ClusterState, Worker
+from scheduler.kernel.fast.edit import OPEN
+from scheduler.kernel.fast.pmap import PMap
 from scheduler.kernel.fast.sortedseq import Shared
 from scheduler.service.windows.batch import CPU_PREFIX
 
@@ -60,14 +62,18 @@ class Holders:
     place), the answer is the last one with the claims that left taken out
     and those that came put in (Shared.difference reads only the blocks that
     changed), so one admission on a host holding 50,000 claims does not walk
-    them all again. The answers are shared: read them, never change them.
-    tests/service/test_engine.py checks them against `occupants` through
-    random submissions, releases and windows."""
+    them all again. Each device's holders are a persistent map
+    (kernel/fast/pmap.PMap): a change copies one path of it, not the
+    device's every holder (a host's CPU packages are held by every claim
+    with reserved CPU), and the answers handed out stay as they were. The
+    answers are shared: read them, never change them (a PMap cannot be).
+    tests/service/test_holders.py and test_engine.py check them against
+    `occupants` through random submissions, releases and windows."""
 
     def __init__(self) -> None:
-        self._known: dict[str, tuple[Iterable[str], dict[str, dict[str, int]]]] = {}
+        self._known: dict[str, tuple[Iterable[str], dict[str, PMap]]] = {}
 
-    def __call__(self, state: ClusterState, host: str) -> dict[str, dict[str, int]]:
+    def __call__(self, state: ClusterState, host: str) -> dict[str, PMap]:
         load = state.loads.get(host)
         active = load.active if load is not None else ()
         known = self._known.get(host)
@@ -76,37 +82,36 @@ class Holders:
         if known is not None and type(active) is Shared and type(known[0]) is Shared:
             held = _moved(known[1], *known[0].difference(active), state.claims)
         else:
-            held = occupants(state, host)
+            held = {key: PMap(holders) for key, holders in occupants(state, host).items()}
         self._known[host] = (active, held)
         return held
 
 
-def _moved(held: dict[str, dict[str, int]], left: Iterable[str], came: Iterable[str],
-           claims: Mapping[str, Claim]) -> dict[str, dict[str, int]]:
-    """`held` (held_by of some claims, unchanged) with the claims `left` taken
-    out and those that `came` put in, as held_by of the claims now open
-    would be (only the entries that change are copied)."""
-    out, copied = dict(held), set()
+_NONE = PMap()
 
-    def entry(key: str) -> dict[str, int]:
-        if key not in copied:
-            out[key] = dict(out.get(key, {}))
-            copied.add(key)
-        return out[key]
 
-    for claim_id in left:
-        for key in [k for k, holders in out.items() if claim_id in holders]:
-            del entry(key)[claim_id]
-    for claim_id in came:
-        claim = claims[claim_id]
-        for share in claim.devices:
-            entry(share.device_id)[claim_id] = share.mdev
-        if claim.spec.resources.cpu_millis:
-            entry(CPU_PREFIX)[claim_id] = claim.spec.resources.cpu_millis
-    for key in copied:
-        if not out[key]:
-            del out[key]
-    return out
+def _moved(held: dict[str, PMap], left: Iterable[str], came: Iterable[str],
+           claims: Mapping[str, Claim]) -> dict[str, PMap]:
+    """`held` (held_by of some claims, as PMaps, unchanged) with the claims
+    `left` taken out and those that `came` put in, as held_by of the claims
+    now open would be: a path of each map copied per claim, whatever the
+    map holds. Never in place, even under an edit batch (the engine folds
+    a commit's receipts in one): every answer handed out stays as it was."""
+    out = dict(held)
+    token = OPEN.set(None)
+    try:
+        for claim_id in left:
+            for key in [k for k, holders in out.items() if claim_id in holders]:
+                out[key] = out[key].delete(claim_id)
+        for claim_id in came:
+            claim = claims[claim_id]
+            for share in claim.devices:
+                out[share.device_id] = out.get(share.device_id, _NONE).set(claim_id, share.mdev)
+            if claim.spec.resources.cpu_millis:
+                out[CPU_PREFIX] = out.get(CPU_PREFIX, _NONE).set(claim_id, claim.spec.resources.cpu_millis)
+    finally:
+        OPEN.reset(token)
+    return {key: holders for key, holders in out.items() if holders}
 
 
 def capacities(worker: Worker) -> dict[str, int]:
@@ -162,9 +167,11 @@ class Recorded:
         return Issued(self.version, self._weights, self.superseded_ns)
 
 
-def _weights(capacity: int, held: dict[str, int]) -> dict[str, int]:
+def _weights(capacity: int, held: Mapping[str, int]) -> dict[str, int]:
     """with_unallocated, also for a host re-registered below what its claims hold
-    (then there is no remainder, and the agent splits by the holders alone)."""
+    (then there is no remainder, and the agent splits by the holders alone).
+    `held`: a dict, or a PMap (Holders), read leaf by leaf."""
+    held = dict(held.items())
     return with_unallocated(max(capacity, sum(held.values())), held)
 
 
