@@ -379,13 +379,16 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
             self._watchers.discard(watcher)
 
     def _publish(self, change: Change) -> None:
-        if not self._watchers or not change.claims:
+        # a watcher that lagged takes no more events (its Watch ends WATCH_LAGGED once it asks for the
+        # next, which one stuck sending its first statuses to a client that does not read may never do)
+        watchers = [w for w in self._watchers if not w.behind]
+        if not watchers or not change.claims:
             return
         committed = self.engine.read()   # published just before the listeners are told
         changed = [committed.state.claims[c] for c in sorted(change.claims) if c in committed.state.claims]
         kinds = dict(change.kinds)
         events: dict[str, claims_pb2.ClaimEvent] = {}   # one event per claim, shared by its watchers
-        for watcher in list(self._watchers):
+        for watcher in watchers:
             for claim in filter(watcher.matches, changed):
                 event = events.get(claim.claim_id)
                 if event is None:

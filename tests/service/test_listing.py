@@ -358,3 +358,27 @@ def test_a_kept_record_of_the_same_claim_is_not_reused_for_another_seq_or_princi
         await close(engine, steward)
 
     asyncio.run(run())
+
+
+def test_a_watcher_that_lagged_costs_no_more_statuses(tmp_path, monkeypatch):
+    """Once every watcher lagged (a Watch whose client does not read), a change
+    builds no event: its status would go nowhere."""
+    async def run() -> None:
+        engine, steward = opened(tmp_path / "ledger.sqlite")
+        await drive(engine, [("submit", "a", 10, 1000, 0)])
+        servicer = ClaimsServicer(engine, Limits())
+        watcher = claims_service.Watcher(lambda claim: True, 1, 1 << 20)   # one event waits at most
+        servicer._watchers.add(watcher)
+        built = []
+        status = servicer.status
+        monkeypatch.setattr(servicer, "status", lambda *args: built.append(args[0]) or status(*args))
+        await submit(engine, SPECS[3])   # an event, waiting
+        assert built and not watcher.behind
+        await submit(engine, SPECS[4])   # one more: past watch_events
+        assert watcher.behind
+        built.clear()
+        await submit(engine, SPECS[0])
+        assert built == []
+        await close(engine, steward)
+
+    asyncio.run(run())
