@@ -28,6 +28,7 @@ import argparse
 import asyncio
 import contextlib
 import itertools
+import json
 import os
 import signal
 import subprocess
@@ -210,7 +211,10 @@ class Agent:
             self.errors.append(f"{self.host} stream: {error.code().name} {(error.details() or '')[:120]}")
 
 
-async def abuser(address: str, pki: Pki, until: float, counts: dict[str, int]) -> None:
+async def abuser(address: str, pki: Pki, until: float, counts: dict[str, int], only: frozenset[str] = frozenset()
+                 ) -> None:
+    """The abusive tenant: every abuse of the issue at once (`only`: just those named, to find
+    which one costs the honest tenants what)."""
     async with channel(address, pki, EVIL) as ch:
         claims = claims_pb2_grpc.ClaimsStub(ch)
 
@@ -224,7 +228,7 @@ async def abuser(address: str, pki: Pki, until: float, counts: dict[str, int]) -
 
         began = time.monotonic()
         watches = []
-        for _ in range(200):   # never-reading Watches, until refused
+        for _ in range(200 if not only or "watch" in only else 0):   # never-reading Watches, until refused
             call = claims.Watch(claims_pb2.WatchRequest(tenant=EVIL), timeout=3600)
             watches.append(call)
             try:
@@ -264,17 +268,56 @@ async def abuser(address: str, pki: Pki, until: float, counts: dict[str, int]) -
             loop("list", lambda i: claims.List(claims_pb2.ListClaimsRequest(tenant=EVIL, page_size=1000), timeout=30)),
             loop("malformed", lambda i: raw_submit(truncated, timeout=30)),
         ]
-        await asyncio.gather(*loops, loop("submit+release", submit_release), loop("submit+release", submit_release))
+        loops += [loop("submit+release", submit_release), loop("submit+release", submit_release)]
+        await asyncio.gather(*(c for c in loops if not only or c.cr_frame.f_locals["name"] in only))
+        for c in loops:
+            c.close()   # those left out, never started
         for call in watches:
             call.cancel()
 
 
-async def phase(address: str, pki: Pki, pid: int, seconds: float, tag: str, abuse: str
-                ) -> tuple[Phase, Agent, dict[str, int], Agent | None]:
-    result, counts = Phase(), {}
+async def abusers(address: str, pki_dir: Path, seconds: float, abuse: str, t0: int, clock: dict[str, int],
+                  only: list[str]) -> dict:
+    """The abusers' side of a phase, in a process of their own (`--abusers`): the abusive tenant
+    and the compromised agent, for `seconds`; what they got, for the report."""
+    global T0
+    T0 = t0   # the hosts' windows go on where the bench's process left them
+    CLOCK.update(clock)
+    pki = object.__new__(Pki)
+    pki.dir, pki.hosts = pki_dir, []
+    counts: dict[str, int] = {}
     until = time.monotonic() + seconds
+    evil_agent = Agent(address, pki, EVIL_HOST)
+    work = []
+    if abuse in ("all", "tenant"):
+        work.append(abuser(address, pki, until, counts, frozenset(only)))
+    if abuse in ("all", "agent"):   # 1 µs windows as fast as it may
+        work.append(evil_agent.run(until, 1_000, 1_000, 1, 0))
+    await asyncio.gather(*work)
+    return {"counts": counts, "acked": evil_agent.acked - evil_agent.first, "errors": evil_agent.errors,
+            "clock": {d: t for d, t in CLOCK.items() if EVIL_HOST in d}}
+
+
+async def phase(address: str, pki: Pki, pid: int, seconds: float, tag: str, abuse: str, only: list[str] = ()
+                ) -> tuple[Phase, Agent, dict]:
+    """Honest tenants and the honest agent for `seconds`, measured here; beside them the
+    abusers (`abuse`: all, tenant or agent; "" none: the would-be compromised agent streams
+    as a host does). The abusers run in a process of their own, as they would on machines of
+    their own: in this process their client work (1,000-window batches built in Python, Plans
+    of 1,000 read back) would delay the honest clients' own event loop and be counted as the
+    scheduler's latency."""
+    result = Phase()
     honest_agent = Agent(address, pki, HOST)
     evil_agent = Agent(address, pki, EVIL_HOST)
+    child = None
+    if abuse:
+        child = await asyncio.create_subprocess_exec(
+            sys.executable, __file__, "--abusers", json.dumps({
+                "address": address, "pki": str(pki.dir), "seconds": seconds, "abuse": abuse, "t0": T0,
+                "clock": {d: t for d, t in CLOCK.items() if EVIL_HOST in d}, "only": list(only)}),
+            stdout=asyncio.subprocess.PIPE)
+        assert (await child.stdout.readline()).strip() == b"ready"
+    until = time.monotonic() + seconds
 
     async def sample() -> None:
         while time.monotonic() < until:
@@ -283,14 +326,19 @@ async def phase(address: str, pki: Pki, pid: int, seconds: float, tag: str, abus
 
     work = [sample(), honest_agent.run(until, GPUS, WINDOW_NS, 10_000_000, 0.1),
             *(honest_tenant(address, pki, t, result, until, tag) for t in HONEST)]
-    if abuse in ("all", "tenant"):
-        work.append(abuser(address, pki, until, counts))
-    if abuse in ("all", "agent"):   # 1 µs windows as fast as it may
-        work.append(evil_agent.run(until, 1_000, 1_000, 1, 0))
-    else:   # the same agent, behaving: its host stays live
+    if abuse not in ("all", "agent"):   # the same agent, behaving: its host stays live
         work.append(evil_agent.run(until, GPUS, WINDOW_NS, 10_000_000, 0.1))
     await asyncio.gather(*work)
-    return result, honest_agent, counts, evil_agent
+    report = {"counts": {}, "acked": evil_agent.acked - evil_agent.first, "errors": evil_agent.errors}
+    if child is not None:
+        out, _ = await child.communicate()
+        assert child.returncode == 0, f"the abusers' process exited {child.returncode}"
+        got = json.loads(out)
+        CLOCK.update(got.pop("clock"))
+        if abuse == "tenant":
+            got.update(acked=report["acked"], errors=report["errors"])
+        report = got
+    return result, honest_agent, report
 
 
 async def backlog(address: str, pki: Pki, count: int) -> None:
@@ -332,6 +380,12 @@ def ledger_bytes_by(path: Path, actors: set[str], start: int) -> tuple[int, int]
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["--abusers"]:   # a phase's abusers, in a process of their own (phase)
+        given = json.loads(sys.argv[2])
+        print("ready", flush=True)
+        print(json.dumps(asyncio.run(abusers(given["address"], Path(given["pki"]), given["seconds"], given["abuse"],
+                                             given["t0"], given["clock"], given["only"]))))
+        return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=60.0, help="the abuse phase (≥ 60 for the issue's soak)")
     parser.add_argument("--honest-seconds", type=float, default=20.0)
@@ -340,6 +394,9 @@ def main() -> None:
     parser.add_argument("--backlog", type=int, default=BACKLOG, help="the abuser's tenant's admitted claims")
     parser.add_argument("--abuse", choices=("all", "tenant", "agent"), default="all",
                         help="which abusers run beside the honest load (all: the soak)")
+    parser.add_argument("--only", type=lambda text: text.split(","), default=[],
+                        help="the abusive tenant's abuses to run, by name (watch, submit+release, progress, "
+                             "submit-many, plan, list, malformed; comma-separated): which one costs what")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="pool-abuse-") as tmp:
         workdir = Path(tmp)
@@ -362,15 +419,15 @@ def main() -> None:
             # untimed: the hosts come back live and the backlog's last receipts and checkpoint are written,
             # so that the honest phase measures the honest load on that state, not the backlog's tail
             asyncio.run(phase(address, pki, process.pid, 5, "w", ""))
-            alone, agent_alone, _, _ = asyncio.run(phase(address, pki, process.pid, args.honest_seconds, "a", ""))
+            alone, agent_alone, _ = asyncio.run(phase(address, pki, process.pid, args.honest_seconds, "a", ""))
             before = SqliteStore(workdir / "ledger.sqlite")
             start = before.length()
             before.close()
             profiled = bool(os.environ.get("POOL_PROFILE"))
             if profiled:
                 process.send_signal(signal.SIGUSR1)
-            abused, agent_abused, counts, evil_agent = asyncio.run(
-                phase(address, pki, process.pid, args.seconds, "b", args.abuse))
+            abused, agent_abused, report = asyncio.run(
+                phase(address, pki, process.pid, args.seconds, "b", args.abuse, args.only))
             if profiled:
                 process.send_signal(signal.SIGUSR2)
         finally:
@@ -382,8 +439,9 @@ def main() -> None:
         receipts, size = ledger_bytes_by(workdir / "ledger.sqlite", {EVIL, EVIL_HOST}, start)
         lost = (agent_alone.sent - agent_alone.acked) + (agent_abused.sent - agent_abused.acked)
         print(f"honest Submit p50/p99, alone:          {alone.pct(0.5):7.1f} / {alone.pct(0.99):7.1f} ms "
-              f"({len(alone.latencies)} calls, {args.honest_seconds:g} s)")
+              f"({len(alone.latencies)} calls, {args.honest_seconds:g} s; p90 {alone.pct(0.9):.1f} ms)")
         print(f"honest Submit p50/p99, beside abuser:  {abused.pct(0.5):7.1f} / {abused.pct(0.99):7.1f} ms "
+              f"(p90 {abused.pct(0.9):.1f} ms) "
               f"({len(abused.latencies)} calls, {args.seconds:g} s); p99 ratio "
               f"{abused.pct(0.99) / alone.pct(0.99):.2f}x (target <= 2x)")
         errors = alone.errors + abused.errors + agent_alone.errors + agent_abused.errors
@@ -393,9 +451,9 @@ def main() -> None:
         print(f"ledger the abuser added: {receipts} receipts, {size / 1e6:.1f} MB in {args.seconds:g} s "
               f"(budgets: tenant 360,000 and agent 36,000 receipts an hour)")
         print(f"windows the honest agent lost: {lost} (target 0); it sent {agent_abused.sent - agent_abused.first}, "
-              f"the compromised agent had {evil_agent.acked - evil_agent.first} acknowledged")
-        print("abuser's calls: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
-        print("the compromised agent's streams ended: " + "; ".join(sorted(set(e[:100] for e in evil_agent.errors))[:3]))
+              f"the compromised agent had {report['acked']} acknowledged")
+        print("abuser's calls: " + ", ".join(f"{k} {v}" for k, v in sorted(report["counts"].items())))
+        print("the compromised agent's streams ended: " + "; ".join(sorted(set(e[:100] for e in report["errors"]))[:3]))
 
 
 if __name__ == "__main__":

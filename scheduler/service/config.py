@@ -59,9 +59,11 @@ ROLE_BUDGETS = MappingProxyType({
 })
 # claims a second a principal of the role may submit (Submit, SubmitMany, and each claim a Plan
 # judges), unless [principals.NAME] submits_per_s says otherwise; a role not listed: limits.submits_per_s.
-# A tenant's is below what the scheduler decides in a second on a small machine, so that one tenant
-# cannot take every decision (bench/abuse.py). Its burst is ten seconds' worth, at most limits.submit_burst.
-ROLE_SUBMITS = MappingProxyType({"tenant": 200})
+# A tenant's is a small share of what the scheduler decides in a second on a small machine, so that
+# one tenant cannot take every decision: at 200 a tenant's SubmitMany and Plans of 1,000 on 50,000
+# claims of its own were most of a 2-core scheduler's loop (bench/abuse.py). Its burst is ten seconds'
+# worth, at most limits.submit_burst.
+ROLE_SUBMITS = MappingProxyType({"tenant": 50})
 # a caller of health, per certificate CN (declared or not: health answers anyone the TLS layer admits)
 HEALTH_BUDGET = Budget(calls=16, streams=4, receipts_per_hour=0)
 

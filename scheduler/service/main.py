@@ -473,6 +473,14 @@ async def _serve(scheduler: Scheduler, path: Path) -> int:
     return 0 if scheduler.engine.failed is None else exit_status(scheduler.engine.failed)
 
 
+# How long a thread holding the GIL runs before one waiting for it takes its turn (Python's default:
+# 5 ms). The event loop serves every call; the ledger's sign and store threads and the plan thread
+# (claims.py) are throughput work beside it. With 5 ms the loop, woken by a call, waited up to 5 ms
+# for the GIL at each wake-up while one of them ran: an honest Submit's p99 beside Plans of 1,000
+# was 212-248 ms, with 1 ms 106-153 ms (bench/abuse.py --only plan; docs/BENCHMARKS.md).
+GIL_SWITCH_S = 0.001
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="pool-scheduler", description="Pool's central scheduler.")
     parser.add_argument("--config", type=Path, default=configuration.DEFAULT_PATH)
@@ -491,6 +499,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     daemon.setup_logging(config.server.log_level)
     raise_file_limit()
+    sys.setswitchinterval(GIL_SWITCH_S)
     raise SystemExit(asyncio.run(serve(config, args.config, args.accept_ledger_loss)))
 
 
