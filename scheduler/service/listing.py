@@ -261,19 +261,13 @@ class Listing:
             if kept is None or kept[0] is not claim or kept[1] != seq or mine_submitted.get(claim_id) != by \
                     or mine_released.get(claim_id) != ended_by:
                 kept = _made(claim, seq, by, ended_by)
-                if kept[3] is None:
-                    yield kept[2]
-                    continue
-                body = kept[2]
-            elif kept[3] is None:
+            if kept[3] is None:   # not waiting: the whole record
                 yield kept[2]
                 continue
-            else:
-                body = kept[2]
             reason = _REASONS[reasons.get(claim_id, _UNSPECIFIED)]
             position = kernel.queue_position(state, claim)
-            yield _record(body, reason + (places[position] if position < len(places) else
-                                          _POSITION_TAG + varint(position)))
+            yield _record(kept[2], reason + (places[position] if position < len(places) else
+                                             _POSITION_TAG + varint(position)))
 
     def _made_of(self, claim: Claim, seq: int) -> tuple | list:
         claim_id = claim.spec.claim_id
