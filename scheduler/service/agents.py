@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections import deque
 from functools import partial
@@ -51,6 +52,9 @@ from scheduler.service.state import ServiceState
 
 log = logging.getLogger("pool.scheduler.agents")
 IN_FLIGHT = 4   # counted batches a stream may have waiting for durability before it reads on
+# a host's occupancy is pushed at most this often: the changes meanwhile go out together in the
+# next push (docs/OPERATIONS.md "Occupancy pushes" says why this is safe)
+OCCUPANCY_EVERY_S = 0.5
 
 
 class Outbox:
@@ -125,6 +129,8 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         self._ended: dict[str, float] = {}          # host -> monotonic s its last stream ended
         self.started = time.monotonic()
         self._dirty: set[str] = set()   # hosts whose occupancy changed since the last push
+        self._pushed: dict[str, float] = {}   # host -> when (loop.time()) its occupancy was last pushed
+        self._flush: asyncio.TimerHandle | None = None   # the next _flush_occupancy, when one is due
         self._wire = OccupancyWire()   # each streaming host's occupancy, kept encoded
         self._rates = RateLimiter(self.limits.windows_per_s, self.limits.window_burst)
         self.admission = Admission({})   # the scheduler's (main.py): receipts per principal per hour
@@ -155,6 +161,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         self.metrics.agents_live.set(len(self._outboxes))
         self._opened[host] = time.time_ns()
         first = self._occupancy(host)
+        self._pushed[host] = asyncio.get_running_loop().time()
         reader = asyncio.create_task(self._read(host, request_iterator, outbox))
         try:
             yield first
@@ -278,16 +285,39 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                 (worker := latest.kernel.workers.get(host)) is not None and worker.live != live) else [], time.time_ns())
 
     def _push_occupancy(self, change: Change) -> None:
-        """Note the hosts a commit changed; push each once per event-loop turn,
-        however many commits touched it meanwhile."""
-        if not self._dirty and change.workers:
-            asyncio.get_running_loop().call_soon(self._flush_occupancy)
-        self._dirty |= change.workers
+        """Note the hosts a commit changed; push each once the event loop has
+        run what is ready (however many commits touched it meanwhile), or
+        OCCUPANCY_EVERY_S after its last push if that is later."""
+        if change.workers:
+            self._dirty |= change.workers
+            self._flush_at(min(map(self._next_push, change.workers)))
 
     def _flush_occupancy(self) -> None:
-        for host in self._dirty & self._outboxes.keys():
+        """Push the changed hosts whose last push is OCCUPANCY_EVERY_S old, and
+        come back when the next of the others is."""
+        self._flush = None
+        now = asyncio.get_running_loop().time()
+        due = {host for host in self._dirty if host not in self._outboxes or self._next_push(host) <= now}
+        for host in due & self._outboxes.keys():
             self._outboxes[host].push(self._occupancy(host))
-        self._dirty = set()
+            self._pushed[host] = now
+        self._dirty -= due
+        if self._dirty:
+            self._flush_at(min(map(self._next_push, self._dirty)))
+
+    def _flush_at(self, when: float) -> None:
+        """_flush_occupancy at `when` (loop.time()), or at once if that is past,
+        unless it is due sooner already."""
+        loop = asyncio.get_running_loop()
+        when = max(when, loop.time())
+        if self._flush is None or self._flush.when() > when:
+            if self._flush is not None:
+                self._flush.cancel()
+            self._flush = loop.call_at(when, self._flush_occupancy)
+
+    def _next_push(self, host: str) -> float:
+        """When (loop.time()) the host's occupancy may be pushed again."""
+        return self._pushed.get(host, -math.inf) + OCCUPANCY_EVERY_S
 
     def _occupancy(self, host: str) -> bytes:
         """As committed (an agent never splits energy for an admission a crash could

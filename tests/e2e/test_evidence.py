@@ -16,6 +16,7 @@ import grpc
 import pytest
 
 from protos.pool.v1 import agent_pb2, claims_pb2, ops_pb2, types_pb2
+from scheduler.service.agents import OCCUPANCY_EVERY_S
 
 SECOND = 1_000_000_000
 HW, MODEL = types_pb2.GRADE_HW_SHUNT, types_pb2.GRADE_MODEL_BASED
@@ -254,6 +255,25 @@ def test_a_reregistration_may_not_drop_gpus_that_claims_hold(held):
     capacity = types_pb2.Capacity(resources=types_pb2.Resources(cpu_millis=64_000, memory_mb=1 << 20))
     refused(s, s.agents.Register, agent_pb2.RegisterRequest(host_id="h1", capacity=capacity),
             PRECONDITION, f"DEVICES_HELD: devices: 'h1' would drop {device!r}, which claim 'alpha/job' holds")
+
+
+def test_a_hosts_occupancy_is_pushed_at_most_every_interval_and_the_last_push_holds_every_claim(cluster):
+    """Twenty admissions on h1 one after another, each its own commit: h1's
+    stream is pushed at most one occupancy per OCCUPANCY_EVERY_S meanwhile
+    (not one a commit), and the pushes go on until one holds every claim."""
+    s = cluster()
+    register(s, "h1")
+    feed = Feed(s, "h1")
+    assert not any(d.occupants for d in feed.occupancy().devices)   # the stream's first push
+    start = time.monotonic()
+    for i in range(20):
+        assert submit(s, f"tiny{i}", resources=types_pb2.Resources(gpu_mdev=10)).state == types_pb2.ADMITTED
+    wanted, held, pushes = {f"alpha/tiny{i}" for i in range(20)}, set(), 0
+    while held != wanted:
+        held = {key for device in feed.occupancy().devices for key in device.occupants}
+        pushes += 1
+    assert pushes <= (time.monotonic() - start) / OCCUPANCY_EVERY_S + 1, pushes
+    feed.close()
 
 
 def test_a_refused_first_batch_leaves_no_liveness_receipt(cluster):
