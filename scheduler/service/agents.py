@@ -131,7 +131,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         self._dirty: set[str] = set()   # hosts whose occupancy changed since the last push
         self._pushed: dict[str, float] = {}   # host -> when (loop.time()) its occupancy was last pushed
         self._flush: asyncio.TimerHandle | None = None   # the next _flush_occupancy, when one is due
-        self._wire = OccupancyWire()   # each streaming host's occupancy, kept encoded
+        self._wire = OccupancyWire()   # each host's occupancy, kept encoded
         self._rates = RateLimiter(self.limits.windows_per_s, self.limits.window_burst)
         self.admission = Admission({})   # the scheduler's (main.py): receipts per principal per hour
         engine.listen(self._push_occupancy)
@@ -176,7 +176,6 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             reader.cancel()
             if self._outboxes.get(host) is outbox:
                 del self._outboxes[host]
-                self._wire.forget(host)
                 self._ended[host] = time.monotonic()
                 self.metrics.agents_live.set(len(self._outboxes))
 

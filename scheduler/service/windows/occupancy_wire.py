@@ -56,9 +56,15 @@ def _delimited(tag: bytes, body: bytes) -> bytes:
     return tag + varint(len(body)) + body
 
 
+_VARINTS = [varint(n) for n in range(1 << 14)]   # every weight and length up to 16,383, encoded once
+
+
 def _entry(claim_key: str, weight: int) -> bytes:
     """One `occupants` record: the entry message, tagged and sized."""
-    return _delimited(_OCCUPANTS, _delimited(_KEY, claim_key.encode()) + _VALUE + varint(weight))
+    key = claim_key.encode()
+    body = b"".join((_KEY, _VARINTS[len(key)], key, _VALUE,
+                     _VARINTS[weight] if weight < len(_VARINTS) else varint(weight)))
+    return b"".join((_OCCUPANTS, _VARINTS[len(body)], body))
 
 
 BUCKETS = 256   # a device's records are kept in this many groups, each joined apart
@@ -74,8 +80,10 @@ class _Kept:
     def __init__(self, holders: Mapping[str, int]) -> None:
         self.holders = holders
         self.groups: dict[int, dict[str, bytes]] = {}
-        self.joined: dict[int, bytes] = {}
-        self.all = b""   # every group's records, joined
+        for claim_key, weight in holders.items():
+            self.groups.setdefault(hash(claim_key) % BUCKETS, {})[claim_key] = _entry(claim_key, weight)
+        self.joined = {group: b"".join(records.values()) for group, records in self.groups.items()}
+        self.all = b"".join(self.joined.values())   # every group's records, joined
 
     def set(self, claim_key: str, weight: int | object) -> int:
         """The claim's record, or none (weight MISSING); its group's number."""
@@ -98,7 +106,9 @@ class _Kept:
 
 class OccupancyWire:
     """Each host's occupancy pushes, as SchedulerMessage bytes, with each
-    device's `occupants` records kept from the last push to the host."""
+    device's `occupants` records kept from the last push to the host, also
+    across its streams (a reconnecting agent's first push costs what changed
+    since its last, not a record per holder)."""
 
     def __init__(self) -> None:
         self._kept: dict[tuple[str, str], _Kept] = {}
@@ -118,21 +128,14 @@ class OccupancyWire:
             parts += (_DEVICES, varint(len(head) + len(occupants)), head, occupants)
         return b"".join([_OCCUPANCY, varint(sum(map(len, parts))), *parts])   # the records copied once
 
-    def forget(self, host: str) -> None:
-        """The host's kept records (its stream ended)."""
-        for key in [k for k in self._kept if k[0] == host]:
-            del self._kept[key]
-
     def _occupants(self, host: str, key: str, holders: Mapping[str, int]) -> bytes:
         """The `occupants` records of a device now held by `holders`."""
         kept = self._kept.get((host, key))
         if kept is not None and kept.holders is holders:
             return kept.all
-        if kept is not None and type(kept.holders) is PMap and type(holders) is PMap:
-            changed = [(claim_key, weight) for claim_key, _, weight in changes(kept.holders, holders)]
-            kept.holders = holders
-        else:
-            changed = list(holders.items())
+        if kept is None or type(kept.holders) is not PMap or type(holders) is not PMap:
             self._kept[host, key] = kept = _Kept(holders)
-        kept.all = kept.rejoin({kept.set(claim_key, weight) for claim_key, weight in changed})
+            return kept.all
+        changed = {kept.set(claim_key, weight) for claim_key, _, weight in changes(kept.holders, holders)}
+        kept.holders, kept.all = holders, kept.rejoin(changed)
         return kept.all
