@@ -64,6 +64,8 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
         self.engine, self.limits = engine, limits
         self._watchers: set[Watcher] = set()
         self._rates = RateLimiter(limits.submits_per_s, limits.submit_burst)
+        # per principal: its Watches' first statuses a second, with a second's worth at once (_paced)
+        self._first_statuses = RateLimiter(limits.watch_statuses_per_s, limits.watch_statuses_per_s)
         self.admission = Admission({})   # the scheduler's (main.py): whose turn a Watch page takes
         self.open = OpenClaims(limits.max_open_claims_per_tenant)   # counted from the state when serving starts
         self._listing = Listing()   # what List's pages share, per committed state (listing.py)
@@ -357,12 +359,13 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
             self._listing.after(committed, "")   # brought forward to this state (never back: keys_after)
             cursor, done = "", request.from_now
             while not done:
+                keys = [one] if one is not None else self._listing.keys_after(committed, cursor, WATCH_PAGE)
+                done = one is not None or not keys
+                cursor = keys[-1] if keys else cursor
+                chosen = [c for c in map(state.claims.get, keys) if c is not None and matches(c)
+                          and seqs.get(c.claim_id, 0) >= request.resume_from]
+                await self._paced(len(chosen))
                 async with self.admission.turn(caller()):   # each page in the caller's turn (limits.RUNNING)
-                    keys = [one] if one is not None else self._listing.keys_after(committed, cursor, WATCH_PAGE)
-                    done = one is not None or not keys
-                    cursor = keys[-1] if keys else cursor
-                    chosen = [c for c in map(state.claims.get, keys) if c is not None and matches(c)
-                              and seqs.get(c.claim_id, 0) >= request.resume_from]
                     # each status as Get gives it of this state, encoded as the event that carries it,
                     # from the shared listing's kept records where they are this state's (listing.events)
                     events = self._listing.events(committed, chosen, time.time_ns(), began,
@@ -377,6 +380,17 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
                                 f"{position}", ((RESUME_FROM, str(position)),)))
         finally:
             self._watchers.discard(watcher)
+
+    async def _paced(self, statuses: int) -> None:
+        """Wait until the caller's Watches may send `statuses` more first statuses
+        (limits.watch_statuses_per_s, the caller's Watches together): past it a Watch
+        waits, it is not refused."""
+        who, rates = caller().name, self._first_statuses
+        while statuses > 0 and rates.rate:
+            n = min(statuses, rates.burst)   # a page larger than the burst is paid in parts
+            while (wait := rates.wait_s(who, n, time.monotonic())) > 0:
+                await asyncio.sleep(wait)
+            statuses -= n
 
     def _publish(self, change: Change) -> None:
         # a watcher that lagged takes no more events (its Watch ends WATCH_LAGGED once it asks for the

@@ -148,6 +148,11 @@ class Limits:
     max_open_claims_per_tenant: int = 100_000   # pending + admitted, per tenant (its own, not its subtree)
     watch_events: int = 1_000              # events one Watch may have waiting to be sent; past it: WATCH_LAGGED
     watch_bytes: int = 1 << 20             # and bytes
+    # first statuses (EVENT_CURRENT) a principal's Watches send a second, together (a burst of one
+    # second's worth); past it they wait. Each is a message of its own on the event loop (~130 µs):
+    # 16 never-reading Watches of one tenant with 50,000 claims sent 160,000 in a minute, a third of
+    # the loop (bench/abuse.py). A client after a big tenant's state Lists it (a page a call). 0: unlimited
+    watch_statuses_per_s: int = 1_000
     page_size: int = 500                   # Splits and the other paged answers, when page_size is 0
     max_page_size: int = 1_000
     # List's, when page_size is 0 (a List may ask up to the greater of this and max_page_size): each
@@ -231,7 +236,7 @@ CHECKS = {
         "submit_burst", "window_burst", "watch_events", "watch_bytes", "page_size", "max_page_size",
         "list_page_size", "max_power_w")},
     **{f"limits.{f}": natural for f in ("clock_skew_s", "occupancy_grace_s", "submits_per_s", "windows_per_s",
-                                        "max_open_claims_per_tenant")},
+                                        "max_open_claims_per_tenant", "watch_statuses_per_s")},
 }
 
 

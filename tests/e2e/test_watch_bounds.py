@@ -6,6 +6,8 @@ subtree's whole history), then live events, and misses nothing."""
 
 from __future__ import annotations
 
+import time
+
 import grpc
 
 from protos.pool.v1 import claims_pb2
@@ -108,3 +110,19 @@ def test_a_watch_pages_the_state_it_began_at_while_lists_move_on(cluster, harnes
     current = [e.status for e in events if e.kind == claims_pb2.EVENT_CURRENT]
     assert current == began   # field for field, positions included
     assert [e.status.claim_id for e in events if e.kind == claims_pb2.EVENT_RELEASED] == ["c01500", "c02900"]
+
+
+def test_a_principals_watches_send_their_first_statuses_at_its_pace_together(cluster, harness):
+    # limits.watch_statuses_per_s: 100 a second with 100 at once, for all of alpha's Watches together;
+    # 300 statuses in two Watches take at least 2 s whatever the machine (a floor, not a timing)
+    s = cluster(harness.TREE + "\n[limits]\nwatch_statuses_per_s = 100\n")
+    submit_many(s, "c", 150)
+    alpha = s.as_principal("alpha")
+    began = time.monotonic()
+    watches = [alpha.claims.Watch(claims_pb2.WatchRequest(tenant="alpha"), timeout=60) for _ in range(2)]
+    firsts = [[next(w).status.claim_id for _ in range(150)] for w in watches]
+    took = time.monotonic() - began
+    for w in watches:
+        w.cancel()
+    assert firsts == [[f"c{i:05}" for i in range(150)]] * 2   # every status, in order, in each
+    assert took >= 1.9, f"300 first statuses at 100 a second came in {took:.2f} s"
