@@ -14,7 +14,10 @@ git, as bench/instructions.py does):
   every push reads; it was a copy of the host's whole map per change);
 - push: the bytes of the SchedulerMessage that pushes the new occupancy to
   the host's agent (occupancy_wire.OccupancyWire where the tree has it, else
-  agents.occupancy's message, serialized as gRPC's serializer does).
+  agents.occupancy's message, serialized as gRPC's serializer does);
+- a GPU batch, a CPU batch: the weights the evidence rules check the first
+  batch after the change by, when its windows name the current version
+  (Occupancies.find, then the weights of one GPU, or of the CPU packages).
 
     .venv/bin/python bench/occupancy.py [--claims N] [--changes N] [--runs N] [--against REF ...]
 """
@@ -63,7 +66,8 @@ def measure(claims: int, changes: int, runs: int) -> dict:
     """In this process: each cost per change, the best of `runs` walks."""
     from protos.pool.v1 import agent_pb2, types_pb2
     from scheduler.service.agents import occupancy
-    from scheduler.service.windows.occupancy import Holders
+    from scheduler.service.windows.batch import CPU_PREFIX
+    from scheduler.service.windows.occupancy import Holders, Occupancies
     try:
         from scheduler.service.windows.occupancy_wire import OccupancyWire
     except ImportError:
@@ -78,7 +82,7 @@ def measure(claims: int, changes: int, runs: int) -> dict:
         return lambda state, host, meters, version, held: agent_pb2.SchedulerMessage(
             occupancy=occupancy(state, host, meters, version, lambda s, h: held)).SerializeToString()
 
-    best = {"holders": float("inf"), "push": float("inf")}
+    best = {"holders": float("inf"), "push": float("inf"), "gpu": float("inf"), "cpu": float("inf")}
     size = 0
     for _ in range(runs):
         holders, push = Holders(), pusher()
@@ -95,6 +99,13 @@ def measure(claims: int, changes: int, runs: int) -> dict:
             size = len(push(state, HOST, meters, version, held))
             spent += time.process_time() - start
         best["push"] = min(best["push"], spent / changes)
+        for name, key in (("gpu", f"{HOST}-g0"), ("cpu", CPU_PREFIX)):
+            occupancies, spent = Occupancies(holders), 0.0
+            for version, state in enumerate(states[1:], 1):
+                start = time.process_time()
+                occupancies.find(state, HOST, version, version, 0).weights[key]
+                spent += time.process_time() - start
+            best[name] = min(best[name], spent / changes)
     return {**best, "bytes": size}
 
 
@@ -122,7 +133,8 @@ def main() -> None:
         trees = {"this tree": ROOT, **{ref: checkout(ref, scratch) for ref in args.against}}
         got = {label: in_tree(tree, args) for label, tree in trees.items()}
     mine = got["this tree"]
-    for name, what in (("holders", "Holders, per change"), ("push", "occupancy push, per change")):
+    for name, what in (("holders", "Holders, per change"), ("push", "occupancy push, per change"),
+                       ("gpu", "a GPU batch's weights"), ("cpu", "a CPU batch's weights")):
         for label, figures in got.items():
             ratio = "" if label == "this tree" else f"   this tree takes {mine[name] / figures[name]:.4f}x"
             print(f"{what:<28} {label:<10} {figures[name] * 1000:>9.3f} ms  ({figures['bytes']:,} bytes a push)"

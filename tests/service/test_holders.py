@@ -3,7 +3,8 @@ sortedseq.Shared): the last answer with the claims that left taken out and
 those that came put in, through random admissions and releases, is what
 occupants() computes from the state there and then; and an answer handed out
 is never changed afterwards, also when asked under an edit batch (the engine
-folds a commit's receipts in one). And occupancy_wire.OccupancyWire's
+folds a commit's receipts in one). The current version's weights
+(Occupancies.find, kept while the holders are the same) are `issued`'s. And occupancy_wire.OccupancyWire's
 pushes, made from those answers, are what agents.occupancy builds."""
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from protos.pool.v1 import agent_pb2, types_pb2
 from scheduler.kernel.fast.edit import Edit
 from scheduler.kernel.fast.held import SMALL
 from scheduler.service.agents import occupancy
-from scheduler.service.windows.occupancy import Holders, occupants
+from scheduler.service.windows.occupancy import Holders, Occupancies, issued, occupants
 from scheduler.service.windows.occupancy_wire import OccupancyWire
 
 WORKER = Worker("w1", cpu_millis=10**6, memory_mb=1 << 20, disk_mb=1 << 20,
@@ -52,6 +53,7 @@ def test_kept_occupants_of_a_busy_host_are_its_occupants(ops, first, in_edit):
     for n in range(first):   # past SMALL: the host's open ids are a Shared
         state = submitted(state, n, 1, 10 if n % 7 == 0 else 0)
     holders, wire, handed = Holders(), OccupancyWire(), []
+    occupancies = Occupancies(holders)
     with Edit() if in_edit else nullcontext():   # one edit batch over every step, or none
         for n, op in enumerate(ops, first):
             if op[0] == "submit":
@@ -63,6 +65,10 @@ def test_kept_occupants_of_a_busy_host_are_its_occupants(ops, first, in_edit):
             got = holders(state, "w1")
             assert plain(got) == occupants(state, "w1")
             handed.append((got, plain(got)))
+            if n % 2:   # the current version's weights, kept while the holders are the same
+                for _ in range(2):
+                    assert dict(occupancies.find(state, "w1", n, n, 0).weights.items()) == \
+                        dict(issued(state, "w1", n).weights.items())
             if n % 3:   # not every step pushed: a push may follow several changes
                 sent = agent_pb2.SchedulerMessage.FromString(wire.message(state, "w1", METERS, n, got))
                 assert sent == agent_pb2.SchedulerMessage(occupancy=occupancy(state, "w1", METERS, n))

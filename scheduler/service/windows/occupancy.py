@@ -14,7 +14,7 @@ when the scheduler first *sends* a newer one to the host's agent.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from protos.energy import MDEV_PER_DEVICE, with_unallocated
@@ -126,7 +126,7 @@ class Issued:
     scheduler first sent a newer version (None: not yet)."""
 
     version: int
-    weights: dict[str, dict[str, int]]
+    weights: Mapping[str, dict[str, int]]
     superseded_ns: int | None = None
 
 
@@ -137,9 +137,36 @@ def issued(state: ClusterState, host: str, version: int,
     return Issued(version, weights(state.workers[host], holders(state, host)))
 
 
-def weights(worker: Worker, held: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
+def weights(worker: Worker, held: Mapping[str, Mapping[str, int]]) -> Weights:
     """The split weights of each thing a host's claims occupy, `unallocated` included."""
-    return {key: _weights(cap, held.get(key, {})) for key, cap in capacities(worker).items()}
+    return Weights(capacities(worker), held)
+
+
+class Weights(Mapping):
+    """weights(): each thing's made when first read, and kept. A batch of GPU
+    windows does not make its host's CPU packages' (every claim with
+    reserved CPU: 25,000 entries on a busy host)."""
+
+    __slots__ = ("_capacities", "_held", "_made")
+
+    def __init__(self, capacities: dict[str, int], held: Mapping[str, Mapping[str, int]]) -> None:
+        self._capacities, self._held = capacities, held
+        self._made: dict[str, dict[str, int]] = {}
+
+    def __getitem__(self, key: str) -> dict[str, int]:
+        made = self._made.get(key)
+        if made is None:
+            made = self._made[key] = _weights(self._capacities[key], self._held.get(key, {}))
+        return made
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._capacities
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._capacities)
+
+    def __len__(self) -> int:
+        return len(self._capacities)
 
 
 @dataclass(slots=True)
@@ -154,7 +181,7 @@ class Recorded:
     active: tuple[str, ...]
     claims: Mapping[str, Claim]
     superseded_ns: int | None = None
-    _weights: dict[str, dict[str, int]] | None = None
+    _weights: Weights | None = None
 
     @classmethod
     def of(cls, state: ClusterState, host: str, version: int) -> Recorded:
@@ -170,8 +197,8 @@ class Recorded:
 def _weights(capacity: int, held: Mapping[str, int]) -> dict[str, int]:
     """with_unallocated, also for a host re-registered below what its claims hold
     (then there is no remainder, and the agent splits by the holders alone).
-    `held`: a dict, or a PMap (Holders), read leaf by leaf."""
-    held = dict(held.items())
+    `held`: a dict, or a PMap (Holders), merged leaf by leaf."""
+    held = held.to_dict() if type(held) is PMap else held
     return with_unallocated(max(capacity, sum(held.values())), held)
 
 
@@ -181,6 +208,8 @@ class Occupancies:
     def __init__(self, holders: Callable[[ClusterState, str], Mapping[str, Mapping[str, int]]] = occupants) -> None:
         self._by_host: dict[str, deque[Recorded]] = {}
         self._holders = holders   # occupants, or a cache of it (Holders), for the current version
+        # each host's current weights, kept while its worker and its holders are the same objects
+        self._current: dict[str, tuple[Worker, Mapping[str, Mapping[str, int]], Weights]] = {}
 
     def record(self, state: ClusterState, hosts: Iterable[str], version: int) -> None:
         """`hosts` changed occupancy at receipt `version` (state: right after it)."""
@@ -212,7 +241,11 @@ class Occupancies:
     def find(self, state: ClusterState, host: str, version: int, current: int, opened_ns: int) -> Issued | None:
         """What the scheduler sent as `version` (current: the host's version now)."""
         if version == current:   # from the state itself: a re-registration may have changed it
-            return issued(state, host, version, self._holders)
+            worker, held = state.workers[host], self._holders(state, host)
+            kept = self._current.get(host)
+            if kept is None or kept[0] is not worker or kept[1] is not held:
+                self._current[host] = kept = (worker, held, weights(worker, held))
+            return Issued(version, kept[2])
         if version == 0:
             return Issued(0, {}, opened_ns)
         return next((e.issued() for e in self._by_host.get(host, ()) if e.version == version), None)
