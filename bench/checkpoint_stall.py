@@ -7,7 +7,13 @@ the same state in the same run:
   first checkpoint after start-up (every claim encoded: the kept encodings
       are empty),
   the next one, after 1,000 more admissions (only the claims and the
-      per-claim map entries that changed are encoded again).
+      per-claim map entries that changed are encoded again);
+  the longest event-loop step of Engine.keep_encoded's pass over every claim
+      (the kept encodings brought up to date between calls, KEEP_CHUNK
+      entries a step: after a start-up it runs at once),
+  a checkpoint after such a pass and KEEP_EVERY more receipts (128 claims
+      submitted and admitted): what a checkpoint holds the loop for while
+      keep_encoded runs.
 
 Every call waits while a checkpoint runs (the loop is one thread); one is
 taken every `ledger.checkpoint_every` receipts (default 10,000).
@@ -31,8 +37,8 @@ from scheduler.kernel import ClaimSpec, ConfigApplied, Device, Resources, Tenant
 from scheduler.ledger import dcbor, keys
 from scheduler.ledger.steward import CHUNK_BYTES, Steward
 from scheduler.ledger.sqlite import SqliteStore
-from scheduler.service.engine import Engine
-from scheduler.service.state import ServiceState, compact
+from scheduler.service.engine import KEEP_CHUNK, KEEP_EVERY, Engine
+from scheduler.service.state import ServiceState, compact, kept
 from scheduler.service.main import tune_collector
 
 TENANTS = [f"team{i}" for i in range(4)]
@@ -79,6 +85,17 @@ def on_loop(engine: Engine, steward: Steward) -> float:
     return time.perf_counter() - start
 
 
+def longest_step(engine: Engine) -> float:
+    """Seconds of the longest step of a keep_encoded pass to the latest state."""
+    longest, passing = 0.0, kept(engine._latest, engine._encoded, KEEP_CHUNK)
+    while True:
+        start = time.perf_counter()
+        done = next(passing, True)
+        longest = max(longest, time.perf_counter() - start)
+        if done is True:
+            return longest
+
+
 def plain(engine: Engine) -> float:
     """The same with every part encoded again (state.snapshot without kept encodings)."""
     kept, engine._encoded = engine._encoded, None   # the engine's snapshot, every part encoded plainly
@@ -112,6 +129,18 @@ def main() -> None:
         line(f"checkpoint on the loop, {claims:,} claims, after 1,000 more admissions",
              f"{following * 1000:,.0f} ms", f"peer: every claim encoded {reference_next * 1000:,.0f} ms",
              following / reference_next)
+        engine = Engine(0)   # a start-up: nothing kept yet
+        engine._latest = with_maps(ServiceState(), cluster(claims))
+        step = longest_step(engine)
+        engine._latest = with_maps(engine._latest, admitted(engine._latest.kernel, KEEP_EVERY // 2, "few"))
+        reference_kept = plain(engine)
+        after_pass = on_loop(engine, steward)
+        line(f"keep_encoded's longest loop step, {claims:,} claims, every claim encoded",
+             f"{step * 1000:,.1f} ms", f"peer: every claim encoded {reference_kept * 1000:,.0f} ms",
+             step / reference_kept)
+        line(f"checkpoint on the loop, {claims:,} claims, after that pass and {KEEP_EVERY} receipts",
+             f"{after_pass * 1000:,.0f} ms", f"peer: every claim encoded {reference_kept * 1000:,.0f} ms",
+             after_pass / reference_kept)
     steward.close()
     scratch.cleanup()
 

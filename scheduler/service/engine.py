@@ -52,6 +52,10 @@ log = logging.getLogger("pool.scheduler")
 Record = tuple[str, dict[str, Any], Any]
 # what a change is judged by: the latest state -> the events to commit (raising Refused if none may be)
 Judge = Callable[[ServiceState], Iterable[Event]]
+# the checkpoint's kept encodings (encoded.py) are brought to the latest state between calls every
+# KEEP_EVERY receipts, KEEP_CHUNK entries a step (~5 ms): a checkpoint then encodes what changed since
+KEEP_EVERY = 256
+KEEP_CHUNK = 100
 
 
 class LedgerFailed(Exception):
@@ -75,6 +79,8 @@ class Engine:
         self.checkpoint_every = checkpoint_every   # receipts between signed checkpoints; 0: none
         self._since_checkpoint = 0
         self._encoded = Encoded()   # the checkpoint's per-claim parts, encoded as they change (encoded.py)
+        self._since_kept = 0        # receipts since keep_encoded last began a pass
+        self._keep_due = asyncio.Event()
         # the bounded projections, fed from each step of the fold, read below a committed length
         self.observed = Observed(retention)
         self.occupancies = Occupancies(self.observed.holders)   # what each version was, for checking windows
@@ -277,6 +283,9 @@ class Engine:
         size fits). One that cannot be encoded is skipped, and start-up then
         replays from further back."""
         self._since_checkpoint += appended
+        self._since_kept += appended
+        if self.checkpoint_every and self._since_kept >= KEEP_EVERY:
+            self._keep_due.set()
         if not self.checkpoint_every or self._since_checkpoint < self.checkpoint_every:
             return None
         self._since_checkpoint = 0
@@ -286,6 +295,22 @@ class Engine:
         except DcborError as exc:
             log.warning("checkpoint skipped: %s", exc)
             return None
+
+    async def keep_encoded(self, chunk: int = KEEP_CHUNK) -> None:
+        """Between calls, for as long as it runs (main.py, once serving): the
+        checkpoint's kept encodings brought to the latest state right away
+        (every claim, after a start-up) and then every KEEP_EVERY receipts,
+        `chunk` entries at a time, yielding to the event loop after each, so
+        that no call waits behind more than one chunk. A checkpoint then holds
+        the loop for what changed since the last pass, not for every claim."""
+        self._keep_due.set()
+        while True:
+            await self._keep_due.wait()
+            self._keep_due.clear()
+            self._since_kept = 0
+            if self.checkpoint_every:
+                for _ in service_state.kept(self._latest, self._encoded, chunk):
+                    await asyncio.sleep(0)
 
     async def decide(self, first: Iterable[Event] | Judge, now_ns: int) -> Change:
         """Commit `first` and whatever the pending queue then admits, preempts

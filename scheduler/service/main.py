@@ -231,6 +231,7 @@ class Scheduler:
                                       maximum_concurrent_rpcs=sum(pools(config.limits).values()) + REFUSING)
         self.claims = ClaimsServicer(self.engine, config.limits)
         self.warming: asyncio.Task | None = None   # claims.warm_listing, once serving
+        self.keeping: asyncio.Task | None = None   # engine.keep_encoded, once serving
         self.claims.admission = self.admission
         claims_service.add_to_server(self.claims, self.server)   # List's pages sent as listing.py encodes them
         agents_service.add_to_server(self.agents, self.server)   # occupancy sent as occupancy_wire.py encodes it
@@ -343,6 +344,8 @@ class Scheduler:
         log.info("serving on %s", self.config.server.listen)
         # the open claims' List statuses encoded between calls, not on the first List's path
         self.warming = asyncio.create_task(self.claims.warm_listing())
+        # the checkpoint's encodings kept up to date between calls, not all at the checkpoint
+        self.keeping = asyncio.create_task(self.engine.keep_encoded())
 
     async def _open_ledger(self) -> Steward:
         """open_and_replay; while the ledger's disk is full, health stays NOT_SERVING
@@ -399,8 +402,9 @@ class Scheduler:
         bench/failover.py), so the process leaves instead (`leave`), and
         clients see its connections close: UNAVAILABLE."""
         daemon.stopping()
-        if self.warming is not None:
-            self.warming.cancel()
+        for task in (self.warming, self.keeping):
+            if task is not None:
+                task.cancel()
         await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
         await self.drain.close(*answers, DRAIN_PATIENCE_S)
         await asyncio.sleep(answering_s)

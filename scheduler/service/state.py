@@ -20,7 +20,7 @@ from each `Step` by the engine, beside the state.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
 from scheduler.kernel import (Claim, ClaimAdmitted, ClaimBound, ClaimRefused, ClaimSubmitted, ClusterState, Event, Progress,
@@ -182,6 +182,13 @@ def snapshot(state: ServiceState, encoded: Any = None) -> dict[str, Any]:
         if len(getattr(state, name)):
             body[name] = by_id(name)
     return body
+
+
+def kept(state: ServiceState, encoded: Any, chunk: int) -> Iterator[None]:
+    """A pass bringing `encoded` (encoded.py) to what `state`'s snapshot
+    holds per claim, `chunk` entries a step (Encoded.follow)."""
+    return encoded.follow(state.kernel.claims, {name: getattr(state, name) for name in ("claim_seq", *ACTOR_MAPS)},
+                          chunk)
 
 
 def restore(body: dict[str, Any]) -> ServiceState:

@@ -136,3 +136,6 @@ def test_changes_between_two_maps_are_every_key_compared(start, ops, batched):
     assert found == plain
     assert all(k in start or k in model for k, _, _ in changes(base, new))
     assert changes(new, new) == [] and changes(base, base) == []
+    # from and to an empty map: walked a leaf at a time (walk_changes), never flattened whole
+    assert sorted(changes(PMap(), base)) == sorted((k, MISSING, v) for k, v in start.items())
+    assert sorted(changes(base, PMap())) == sorted((k, v, MISSING) for k, v in start.items())

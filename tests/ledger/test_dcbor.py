@@ -154,3 +154,10 @@ def test_normalize_is_the_plain_walk(value, depth):
     for _ in range(depth):
         wrapped = [wrapped]
     assert outcome(dcbor.normalize, wrapped)[0] == outcome(plain_normalize, wrapped)[0]
+
+
+@given(st.lists(st.text(max_size=30), max_size=60, unique=True))
+def test_key_place_sorts_as_key_order(keys):
+    """dcbor.key_place, one byte string per key (service/encoded.py sorts by
+    it), orders text keys exactly as key_order, the canonical map order."""
+    assert sorted(keys, key=dcbor.key_place) == sorted(keys, key=dcbor.key_order)

@@ -23,6 +23,7 @@ from scheduler.ledger.sqlite import SqliteStore
 from scheduler.ledger.steward import Steward
 from scheduler.ledger.writer import GroupCommitWriter
 from scheduler.service import state as service_state
+from scheduler.service import engine as engine_module
 from scheduler.service.engine import Engine
 from scheduler.service.windows.batch import Windows
 from scheduler.service.windows.occupancy import Holders, occupants
@@ -274,6 +275,40 @@ def test_a_checkpoint_compacts_claims_of_closed_periods_and_keeps_the_figures(tm
         assert kernel.rebuild(state) == state
         await close(engine, steward)
         for resume in (True, False):   # from the checkpoint, and every receipt from genesis
+            replayed, steward = opened(tmp_path / "ledger.sqlite", resume=resume)
+            the_same(engine, replayed)
+            await close(replayed, steward)
+
+    asyncio.run(run())
+
+
+def test_checkpoints_taken_while_kept_encodings_follow_between_calls_restore_the_live_state(tmp_path, monkeypatch):
+    """keep_encoded runs beside the commits (a pass every receipt here, a
+    claim a step), checkpoints land in the middle of its passes: a start-up
+    from the last checkpoint and a replay from genesis both rebuild the live
+    state, and once the loop is idle the kept encodings are the latest
+    state's, with no checkpoint taken."""
+    monkeypatch.setattr(engine_module, "KEEP_EVERY", 1)
+
+    async def run() -> None:
+        engine, steward = opened(tmp_path / "ledger.sqlite", checkpoint_every=7)
+        keeping = asyncio.create_task(engine.keep_encoded(chunk=1))
+        await engine.decide([ConfigApplied(TREE), *(WorkerRegistered(w) for w in WORKERS)], 0)
+        for n in range(40):
+            await submit(engine, ClaimSpec(f"c{n}", "ab"[n % 2], Resources(gpu_mdev=100), estimate_uj=1))
+            if n % 3 == 0:
+                await engine.decide(lambda s: [kernel.release(s.kernel, f"c{n // 2}", 10 + n)], 10 + n)
+            for _ in range(n % 4):
+                await asyncio.sleep(0)
+        assert steward.since_checkpoint() < 7, "checkpoints were taken"
+        for _ in range(10_000):   # idle: the pass in progress ends, and the one it was set for
+            if engine._encoded.claims.entries._map is engine._latest.kernel.claims:
+                break
+            await asyncio.sleep(0)
+        assert engine._encoded.claims.entries._map is engine._latest.kernel.claims
+        keeping.cancel()
+        await close(engine, steward)
+        for resume in (True, False):   # from the last checkpoint, and every receipt from genesis
             replayed, steward = opened(tmp_path / "ledger.sqlite", resume=resume)
             the_same(engine, replayed)
             await close(replayed, steward)

@@ -141,6 +141,7 @@ def _gather(root: dict, part=dict.items) -> list:
 
 MISSING = _MISSING   # what `changes` gives for a key one of the two maps lacks
 _NO_NODE = _Leaf()   # an absent child, for `changes`; never written
+_NO_BRANCH = _Branch()   # an empty leaf against a branch, for `walk_changes`; never written
 
 
 def _flat(node: dict) -> dict:
@@ -159,12 +160,20 @@ def changes(old: PMap, new: PMap) -> list[tuple[Any, Any, Any]]:
     walking only the nodes the two do not share: between a map and one made
     from it by k changes, O(k) paths rather than every key. Its plain twin
     compares every key (tests/kernel/test_edit.py)."""
-    out = []
+    return list(walk_changes(old, new))
+
+
+def walk_changes(old: PMap, new: PMap) -> Iterator[tuple[Any, Any, Any]]:
+    """`changes` as it walks, a leaf at a time: a caller can take some and
+    come back for the rest (both maps are immutable), so no step walks them
+    all (service/encoded.py's passes between calls)."""
     stack = [(old._root, new._root)]
     while stack:
         a, b = stack.pop()
         if a is b:
             continue
+        if type(a) is not type(b) and (not a or not b):   # nothing against a branch (a map from or to
+            a, b = a or _NO_BRANCH, b or _NO_BRANCH             # empty): its leaves one at a time, not flattened
         if type(a) is _Branch and type(b) is _Branch:
             for index in a.keys() | b.keys():
                 x, y = a.get(index, _NO_NODE), b.get(index, _NO_NODE)
@@ -172,6 +181,7 @@ def changes(old: PMap, new: PMap) -> list[tuple[Any, Any, Any]]:
                     stack.append((x, y))
             continue
         x, y = _flat(a), _flat(b)   # a leaf against a leaf, or against a branch it was split into
+        out = []
         for key, value in x.items():
             other = y.get(key, _MISSING)
             if other is not value:
@@ -179,7 +189,7 @@ def changes(old: PMap, new: PMap) -> list[tuple[Any, Any, Any]]:
         for key, value in y.items():
             if key not in x:
                 out.append((key, _MISSING, value))
-    return out
+        yield from out
 
 
 class PMap(Mapping):
