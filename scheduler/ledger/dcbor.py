@@ -79,16 +79,18 @@ class Raw:
         self.data = data
 
 
-def array(items: list[bytes]) -> Raw:
+def array(items: list[bytes], count: int | None = None) -> Raw:
     """The det-CBOR array of items each already encoded (an array's encoding
-    is its head, then its items' encodings)."""
-    return Raw(_head(4, len(items)) + b"".join(items))
+    is its head, then its items' encodings); with `count`, `items` are that
+    many items' encodings in pieces of any size, joined in order."""
+    return Raw(b"".join([_head(4, len(items) if count is None else count), *items]))
 
 
-def mapping(count: int, pairs: bytes) -> Raw:
+def mapping(count: int, pairs: bytes | list[bytes]) -> Raw:
     """The det-CBOR map of `count` entries whose keys' and values' encodings,
-    key then value, are `pairs`, already in key order (`key_order`)."""
-    return Raw(_head(5, count) + pairs)
+    key then value, are `pairs` (or those pieces joined), already in key
+    order (`key_order`)."""
+    return Raw(b"".join([_head(5, count), pairs] if isinstance(pairs, bytes) else [_head(5, count), *pairs]))
 
 
 key_order = _key_order   # a text key's place in a map's canonical order

@@ -20,7 +20,7 @@ Engine.keep_encoded between calls), so a checkpoint finds little to do.
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from itertools import islice
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -29,6 +29,72 @@ from scheduler.kernel import ClusterState
 from scheduler.kernel.codec import encode_compact
 from scheduler.kernel.fast.pmap import MISSING, PMap, walk_changes
 from scheduler.ledger import dcbor
+
+
+BLOCK = 256   # items a block holds (up to twice that): a change joins its block again, not every item
+
+
+class Sorted:
+    """Items in ascending order of their places, in blocks of about BLOCK,
+    each block's items joined once and kept until one of them changes: a
+    checkpoint joins a few hundred blocks rather than every item again, and an
+    insertion moves one block's entries rather than every one's."""
+
+    def __init__(self, places: list | None = None, items: list[bytes] | None = None) -> None:
+        places, items = places or [], items or []
+        self._firsts = [places[at] for at in range(0, len(places), BLOCK)]   # each block's first place
+        self._blocks = [[places[at:at + BLOCK], items[at:at + BLOCK], None]   # places, items, joined
+                        for at in range(0, len(places), BLOCK)]
+        self.count = len(places)
+
+    def put(self, place: Any, item: bytes, new: bool) -> None:
+        """`item` at `place`: a new one, or the one there replaced."""
+        if not self._blocks:
+            self._firsts.append(place)
+            self._blocks.append([[], [], None])
+        b = max(bisect_right(self._firsts, place) - 1, 0)
+        block = self._blocks[b]
+        places, items = block[0], block[1]
+        at = bisect_left(places, place)
+        block[2] = None
+        if not new:
+            items[at] = item
+            return
+        places.insert(at, place)
+        items.insert(at, item)
+        self.count += 1
+        if at == 0:
+            self._firsts[b] = place
+        if len(places) > 2 * BLOCK:   # split in two
+            half = len(places) // 2
+            self._blocks.insert(b + 1, [places[half:], items[half:], None])
+            self._firsts.insert(b + 1, places[half])
+            del places[half:], items[half:]
+
+    def remove(self, place: Any) -> None:
+        b = bisect_right(self._firsts, place) - 1
+        block = self._blocks[b]
+        places, items = block[0], block[1]
+        at = bisect_left(places, place)
+        del places[at], items[at]
+        self.count -= 1
+        block[2] = None
+        if not places:
+            del self._blocks[b], self._firsts[b]
+        elif at == 0:
+            self._firsts[b] = places[0]
+
+    def parts(self) -> list[bytes]:
+        """The items joined, a block each, in order."""
+        out = []
+        for block in self._blocks:
+            if block[2] is None:
+                block[2] = b"".join(block[1])
+            out.append(block[2])
+        return out
+
+    def items(self) -> list[bytes]:
+        return [item for block in self._blocks for item in block[1]]
 
 
 class EncodedEntries:
@@ -42,8 +108,7 @@ class EncodedEntries:
     def __init__(self, item: Callable[[Any, Any], bytes], order: Callable[[Any], Any]) -> None:
         self._item, self._order = item, order
         self._map = PMap()             # the map the items were made from
-        self._places: list = []        # each entry's order, ascending
-        self._items: list[bytes] = []  # each entry's encoding, in that order
+        self._sorted = Sorted()        # each entry's encoding, by its order
         self._by_key: dict[Any, bytes] = {}
         self._place_of: dict[Any, Any] = {}   # each entry's order, by key
         self._toward: PMap | None = None   # the map a pass in progress brings them to
@@ -51,11 +116,11 @@ class EncodedEntries:
         self._rest: Iterator = iter(())    # those not walked yet
         self._resort = False               # its changes are many: items sorted again at its end
 
-    def update(self, new: PMap) -> list[bytes]:
+    def update(self, new: PMap) -> Sorted:
         """The items of `new`, in order."""
         self.start(new)
         self.finish()
-        return self._items
+        return self._sorted
 
     def start(self, new: PMap) -> None:
         """Begin a pass toward `new` (one in progress is finished first). The
@@ -63,7 +128,7 @@ class EncodedEntries:
         past the first few that tell whether they are many."""
         self.finish()
         walk = walk_changes(self._map, new)
-        many = 64 + len(self._items) // 8
+        many = 64 + self._sorted.count // 8
         first = list(islice(walk, many + 1))
         self._toward, self._todo, self._rest = new, first[::-1], walk   # the list taken from its end
         self._resort = len(first) > many   # many: sorted all again, once, at the pass's end
@@ -86,26 +151,23 @@ class EncodedEntries:
                 if before is MISSING:
                     place_of[key] = order(key)
         else:
-            places, items = self._places, self._items
+            kept = self._sorted
             for _ in range(min(n, len(todo))):
                 key, before, value = todo.pop()
                 place = place_of[key] if before is not MISSING else order(key)
-                at = bisect_left(places, place)
                 if value is MISSING:
-                    del places[at], items[at], by_key[key], place_of[key]
+                    kept.remove(place)
+                    del by_key[key], place_of[key]
                     continue
                 data = by_key[key] = item(key, value)
+                kept.put(place, data, before is MISSING)
                 if before is MISSING:
-                    places.insert(at, place)
-                    items.insert(at, data)
                     place_of[key] = place
-                else:
-                    items[at] = data
         if todo:
             return False
         if self._resort:   # one sort, its key a dict look-up (no Python call per comparison or key)
             keys = sorted(by_key, key=place_of.__getitem__)
-            self._places, self._items = list(map(place_of.__getitem__, keys)), list(map(by_key.__getitem__, keys))
+            self._sorted = Sorted(list(map(place_of.__getitem__, keys)), list(map(by_key.__getitem__, keys)))
         self._map, self._toward = self._toward, None
         return True
 
@@ -133,7 +195,8 @@ class EncodedClaims:
         self.entries = EncodedEntries(_claim, lambda claim_id: claim_id)
 
     def __call__(self, state: ClusterState) -> dcbor.Raw:
-        return dcbor.array(self.entries.update(state.claims))
+        kept = self.entries.update(state.claims)
+        return dcbor.array(kept.parts(), kept.count)
 
 
 class EncodedMap:
@@ -144,8 +207,8 @@ class EncodedMap:
         self.entries = EncodedEntries(_pair, dcbor.key_place)
 
     def __call__(self, entries: PMap) -> dcbor.Raw:
-        items = self.entries.update(entries)
-        return dcbor.mapping(len(items), b"".join(items))
+        kept = self.entries.update(entries)
+        return dcbor.mapping(kept.count, kept.parts())
 
 
 class Encoded:

@@ -13,7 +13,18 @@ from scheduler import kernel
 from scheduler.kernel import ClaimSpec, ConfigApplied, Device, Resources, Tenant, Worker, WorkerRegistered, checkpoint
 from scheduler.ledger import dcbor
 from scheduler.kernel.fast.pmap import PMap
-from scheduler.service.encoded import Encoded, EncodedClaims, EncodedMap
+import pytest
+
+from scheduler.service import encoded as encoded_module
+from scheduler.service.encoded import Encoded, EncodedClaims, EncodedMap, Sorted
+
+
+@pytest.fixture(autouse=True, scope="module")
+def small_blocks():
+    """Blocks of 3 (split past 6): every test here crosses, splits and empties many."""
+    kept, encoded_module.BLOCK = encoded_module.BLOCK, 3
+    yield
+    encoded_module.BLOCK = kept
 
 WORKER = Worker("w1", cpu_millis=8000, memory_mb=1 << 20, disk_mb=1 << 20,
                 devices=tuple(Device(f"w1-gpu{i}", "H200") for i in range(2)))
@@ -102,7 +113,7 @@ def test_a_pass_in_steps_between_changes_and_checkpoints_keeps_the_plain_bytes(s
             toward = entries
         elif op[0] == "step":
             if encoded.entries.step(op[1]) and toward is not None:
-                assert encoded.entries._items == plain(toward)
+                assert encoded.entries._sorted.items() == plain(toward)
                 toward = None
         else:
             assert dcbor.encode({"m": encoded(entries)}) == dcbor.encode({"m": dict(sorted(entries.items()))})
@@ -127,3 +138,20 @@ def test_claims_kept_by_passes_between_changes_give_the_plain_checkpoint(ops, st
                 dcbor.encode(checkpoint.snapshot(state), limit=None)
     assert dcbor.encode(checkpoint.snapshot(state, encoded.claims), limit=None) == \
         dcbor.encode(checkpoint.snapshot(state), limit=None)
+
+
+@given(st.lists(st.integers(0, 60), max_size=40), st.lists(st.tuples(st.booleans(), st.integers(0, 60)), max_size=120))
+def test_sorted_blocks_are_a_sorted_list(start, ops):
+    """Sorted (blocks, each joined once) against a dict sorted every time:
+    the same items in the same order, joined to the same bytes."""
+    model = {p: b"s%d" % p for p in sorted(set(start))}
+    kept = Sorted(list(model), list(model.values()))
+    for n, (put, place) in enumerate(ops):
+        if put:
+            kept.put(place, b"%d-%d" % (place, n), place not in model)
+            model[place] = b"%d-%d" % (place, n)
+        elif place in model:
+            kept.remove(place)
+            del model[place]
+        assert kept.items() == [model[p] for p in sorted(model)] and kept.count == len(model)
+        assert b"".join(kept.parts()) == b"".join(model[p] for p in sorted(model))
