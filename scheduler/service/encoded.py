@@ -103,18 +103,19 @@ class EncodedEntries:
 
     Brought to a newer map either at once (`update`) or in a pass of small
     steps (`start`, then `step` until it says done) that a caller runs between
-    other work; `update` first finishes a pass in progress, so the two mix."""
+    other work; `update` first finishes a pass in progress, so the two mix.
+    The changes are walked as the steps take them (fast/pmap.walk_changes),
+    and each goes into its block (`Sorted`), so no step costs more than its
+    `n` entries, however many changed (after a start-up: every one)."""
 
     def __init__(self, item: Callable[[Any, Any], bytes], order: Callable[[Any], Any]) -> None:
         self._item, self._order = item, order
-        self._map = PMap()             # the map the items were made from
-        self._sorted = Sorted()        # each entry's encoding, by its order
-        self._by_key: dict[Any, bytes] = {}
+        self._map = PMap()                    # the map the items were made from
+        self._sorted = Sorted()               # each entry's encoding, by its order
         self._place_of: dict[Any, Any] = {}   # each entry's order, by key
-        self._toward: PMap | None = None   # the map a pass in progress brings them to
-        self._todo: list = []              # its changes walked and not applied yet, last first
-        self._rest: Iterator = iter(())    # those not walked yet
-        self._resort = False               # its changes are many: items sorted again at its end
+        self._toward: PMap | None = None      # the map a pass in progress brings them to
+        self._todo: list = []                 # its changes walked and not applied yet, last first
+        self._rest: Iterator = iter(())       # those not walked yet
 
     def update(self, new: PMap) -> Sorted:
         """The items of `new`, in order."""
@@ -123,51 +124,29 @@ class EncodedEntries:
         return self._sorted
 
     def start(self, new: PMap) -> None:
-        """Begin a pass toward `new` (one in progress is finished first). The
-        changes are walked as the steps take them (fast/pmap.walk_changes),
-        past the first few that tell whether they are many."""
+        """Begin a pass toward `new` (one in progress is finished first)."""
         self.finish()
-        walk = walk_changes(self._map, new)
-        many = 64 + self._sorted.count // 8
-        first = list(islice(walk, many + 1))
-        self._toward, self._todo, self._rest = new, first[::-1], walk   # the list taken from its end
-        self._resort = len(first) > many   # many: sorted all again, once, at the pass's end
+        self._toward, self._todo, self._rest = new, [], walk_changes(self._map, new)
 
     def step(self, n: int) -> bool:
         """Apply up to `n` of the pass's changes; true once it is done (or
         there is none)."""
         if self._toward is None:
             return True
-        todo, by_key, place_of, item, order = self._todo, self._by_key, self._place_of, self._item, self._order
-        if self._resort:   # the places of new keys found now, a step at a time; sorted at the end
-            if len(todo) <= n:   # one more than it takes: none left after them means the walk is done
-                todo[:0] = list(islice(self._rest, n + 1 - len(todo)))[::-1]
-            for _ in range(min(n, len(todo))):
-                key, before, value = todo.pop()
-                if value is MISSING:
-                    del by_key[key], place_of[key]
-                    continue
-                by_key[key] = item(key, value)
-                if before is MISSING:
-                    place_of[key] = order(key)
-        else:
-            kept = self._sorted
-            for _ in range(min(n, len(todo))):
-                key, before, value = todo.pop()
-                place = place_of[key] if before is not MISSING else order(key)
-                if value is MISSING:
-                    kept.remove(place)
-                    del by_key[key], place_of[key]
-                    continue
-                data = by_key[key] = item(key, value)
-                kept.put(place, data, before is MISSING)
-                if before is MISSING:
-                    place_of[key] = place
+        todo, kept, place_of, item, order = self._todo, self._sorted, self._place_of, self._item, self._order
+        if len(todo) <= n:   # one more than it takes: none left after them means the walk is done
+            todo[:0] = list(islice(self._rest, n + 1 - len(todo)))[::-1]
+        for _ in range(min(n, len(todo))):
+            key, before, value = todo.pop()
+            if value is MISSING:
+                kept.remove(place_of.pop(key))
+            elif before is MISSING:
+                place = place_of[key] = order(key)
+                kept.put(place, item(key, value), True)
+            else:
+                kept.put(place_of[key], item(key, value), False)
         if todo:
             return False
-        if self._resort:   # one sort, its key a dict look-up (no Python call per comparison or key)
-            keys = sorted(by_key, key=place_of.__getitem__)
-            self._sorted = Sorted(list(map(place_of.__getitem__, keys)), list(map(by_key.__getitem__, keys)))
         self._map, self._toward = self._toward, None
         return True
 

@@ -79,8 +79,9 @@ def test_an_array_head_at_every_length_boundary():
        st.lists(st.lists(st.tuples(st.booleans(), st.text(max_size=4), st.integers(0, 1 << 40)), max_size=120),
                 max_size=4))
 def test_a_map_kept_encoded_is_the_plain_maps_bytes(start, rounds):
-    """EncodedMap across rounds of changes (few: spliced in place; many: sorted
-    again) encodes as `dict(sorted(...))` does, keys in det-CBOR's order."""
+    """EncodedMap across rounds of changes (each put into its block: blocks
+    split and emptied) encodes as `dict(sorted(...))` does, keys in det-CBOR's
+    order."""
     encoded, entries = EncodedMap(), PMap(start)
     assert dcbor.encode(encoded(entries)) == dcbor.encode(dict(sorted(entries.items())))
     for changes in rounds:
