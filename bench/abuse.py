@@ -226,19 +226,21 @@ async def abuser(address: str, pki: Pki, until: float, counts: dict[str, int], o
                 key = f"{name} {(error.details() or error.code().name).split(':')[0]}"
                 counts[key] = counts.get(key, 0) + 1
 
-        began = time.monotonic()
-        watches = []
-        for _ in range(200 if not only or "watch" in only else 0):   # never-reading Watches, until refused
-            call = claims.Watch(claims_pb2.WatchRequest(tenant=EVIL), timeout=3600)
-            watches.append(call)
-            try:
-                await asyncio.wait_for(call.read(), 1)
-            except grpc.aio.AioRpcError:
-                break   # PRINCIPAL_LIMIT: its streams are all open
-            except (asyncio.TimeoutError, StopAsyncIteration):
-                pass
-        counts["watches opened"] = sum(1 for w in watches if not w.done())
-        counts["s to open them"] = round(time.monotonic() - began, 1)
+        watches: list = []
+
+        async def watch() -> None:   # never-reading Watches, until refused, beside the other abuses
+            began = time.monotonic()
+            for _ in range(200 if not only or "watch" in only else 0):
+                call = claims.Watch(claims_pb2.WatchRequest(tenant=EVIL), timeout=3600)
+                watches.append(call)
+                try:
+                    await asyncio.wait_for(call.read(), 1)
+                except grpc.aio.AioRpcError:
+                    break   # PRINCIPAL_LIMIT: its streams are all open
+                except (asyncio.TimeoutError, StopAsyncIteration):
+                    pass
+            counts["watches opened"] = sum(1 for w in watches if not w.done())
+            counts["s to open them"] = round(time.monotonic() - began, 1)
 
         async def loop(name: str, make) -> None:
             for i in itertools.count():
@@ -269,7 +271,7 @@ async def abuser(address: str, pki: Pki, until: float, counts: dict[str, int], o
             loop("malformed", lambda i: raw_submit(truncated, timeout=30)),
         ]
         loops += [loop("submit+release", submit_release), loop("submit+release", submit_release)]
-        await asyncio.gather(*(c for c in loops if not only or c.cr_frame.f_locals["name"] in only))
+        await asyncio.gather(watch(), *(c for c in loops if not only or c.cr_frame.f_locals["name"] in only))
         for c in loops:
             c.close()   # those left out, never started
         for call in watches:
