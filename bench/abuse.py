@@ -96,6 +96,12 @@ m.main(sys.argv[1:])
 """
 
 
+def cpu_s(pid: int) -> float:
+    """A process's CPU seconds so far (user + system, every thread)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -108,6 +114,7 @@ class Phase:
         self.latencies: list[float] = []
         self.errors: list[str] = []
         self.peak_rss = 0.0
+        self.cpu = {}   # process -> its share of one core over the phase
 
     def pct(self, q: float) -> float:
         ordered = sorted(self.latencies)
@@ -319,7 +326,9 @@ async def phase(address: str, pki: Pki, pid: int, seconds: float, tag: str, abus
                 "clock": {d: t for d, t in CLOCK.items() if EVIL_HOST in d}, "only": list(only)}),
             stdout=asyncio.subprocess.PIPE)
         assert (await child.stdout.readline()).strip() == b"ready"
+        abusers_cpu = cpu_s(child.pid)
     until = time.monotonic() + seconds
+    began, cpu_began = time.monotonic(), {"scheduler": cpu_s(pid), "honest clients": time.process_time()}
 
     async def sample() -> None:
         while time.monotonic() < until:
@@ -331,6 +340,11 @@ async def phase(address: str, pki: Pki, pid: int, seconds: float, tag: str, abus
     if abuse not in ("all", "agent"):   # the same agent, behaving: its host stays live
         work.append(evil_agent.run(until, GPUS, WINDOW_NS, 10_000_000, 0.1))
     await asyncio.gather(*work)
+    wall = time.monotonic() - began
+    result.cpu = {"scheduler": (cpu_s(pid) - cpu_began["scheduler"]) / wall,
+                  "honest clients": (time.process_time() - cpu_began["honest clients"]) / wall}
+    if child is not None:
+        result.cpu["abusers' clients"] = (cpu_s(child.pid) - abusers_cpu) / wall
     report = {"counts": {}, "acked": evil_agent.acked - evil_agent.first, "errors": evil_agent.errors}
     if child is not None:
         out, _ = await child.communicate()
@@ -448,6 +462,10 @@ def main() -> None:
               f"{abused.pct(0.99) / alone.pct(0.99):.2f}x (target <= 2x)")
         errors = alone.errors + abused.errors + agent_alone.errors + agent_abused.errors
         print(f"honest errors: {len(errors)} (target 0){': ' + '; '.join(errors[:5]) if errors else ''}")
+        print("CPU, in cores: " + "; ".join(
+            f"{name} " + ", ".join(f"{k} {v:.2f}" for k, v in phase_.cpu.items())
+            for name, phase_ in (("alone:", alone), ("beside the abuser:", abused)))
+              + f" (this machine: {os.cpu_count()} cores)")
         print(f"scheduler peak RSS: honest {alone.peak_rss:.0f} MB, beside abuser {abused.peak_rss:.0f} MB "
               f"(+{abused.peak_rss - alone.peak_rss:.0f} MB, target <= +300)")
         print(f"ledger the abuser added: {receipts} receipts, {size / 1e6:.1f} MB in {args.seconds:g} s "
