@@ -394,6 +394,12 @@ async def _admit(door: Authorizer, method: str, rule: Rule, context: grpc.aio.Se
         ticket = door.enter(principal, rule, context, streaming)
     except Refused as error:
         await door.refuse(context, error)
+    if principal is not None:
+        try:
+            await door.admission.paced(principal)   # its calls_per_s: a call past it waits, before it is read
+        except BaseException:
+            door.leave(ticket)
+            raise
     try:
         message = door.narrow(rule.scope, principal, well_formed(await read(), method))
     except Refused as error:

@@ -50,10 +50,13 @@ class Server:
 
 # The budget of each role, unless [principals.NAME] says otherwise. Agents stream on one
 # stream per host; tenants and auditors read and watch; an operator may need many calls at once.
+# calls_per_s: a tenant's or auditor's calls begin at most 100 a second (twice its submissions, each with
+# its Release): one tenant's eight loops of cheap calls (List pages, refused Plans, malformed bytes,
+# Progress) began 240 a second and took the scheduler's whole core (bench/abuse.py)
 ROLE_BUDGETS = MappingProxyType({
-    "tenant": Budget(calls=64, streams=16, receipts_per_hour=360_000),
-    "auditor": Budget(calls=64, streams=16, receipts_per_hour=0),
-    "witness": Budget(calls=16, streams=4, receipts_per_hour=3_600),
+    "tenant": Budget(calls=64, streams=16, receipts_per_hour=360_000, calls_per_s=100),
+    "auditor": Budget(calls=64, streams=16, receipts_per_hour=0, calls_per_s=100),
+    "witness": Budget(calls=16, streams=4, receipts_per_hour=3_600, calls_per_s=20),
     "agent": Budget(calls=16, streams=4, receipts_per_hour=36_000),
     "operator": Budget(calls=1_024, streams=256, receipts_per_hour=0),
 })
@@ -79,6 +82,7 @@ class PrincipalEntry:
     streams: int | None = None
     receipts_per_hour: int | None = None
     submits_per_s: int | None = None
+    calls_per_s: int | None = None
 
 
 @dataclass(frozen=True)
@@ -228,7 +232,8 @@ CHECKS = {
     **{f"workers.{k}": natural for k in ("cpu_millis", "memory_mb", "disk_mb", "max_concurrency")},
     "splits_retention": positive,
     "principals.role": lambda v: v in ROLES or f"must be one of {', '.join(ROLES)}",
-    **{f"principals.{f}": natural for f in ("calls", "streams", "receipts_per_hour", "submits_per_s")},
+    **{f"principals.{f}": natural for f in ("calls", "streams", "receipts_per_hour", "submits_per_s",
+                                            "calls_per_s")},
     **{f"limits.{f}": positive for f in (
         "max_message_bytes", "max_concurrent_rpcs", "agent_rpcs", "operator_rpcs", "health_rpcs",
         "max_streams_per_connection", "connection_idle_s",
@@ -287,7 +292,8 @@ def budget(entry: PrincipalEntry) -> Budget:
     role = ROLE_BUDGETS[entry.role]
     return Budget(role.calls if entry.calls is None else entry.calls,
                   role.streams if entry.streams is None else entry.streams,
-                  role.receipts_per_hour if entry.receipts_per_hour is None else entry.receipts_per_hour)
+                  role.receipts_per_hour if entry.receipts_per_hour is None else entry.receipts_per_hour,
+                  role.calls_per_s if entry.calls_per_s is None else entry.calls_per_s)
 
 
 def principals(config: SchedulerConfig) -> dict[str, Principal]:

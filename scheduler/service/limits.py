@@ -6,6 +6,7 @@ of calls in progress, and the per-tenant cap on open claims. Their figures are
 from __future__ import annotations
 
 import asyncio
+import time
 import contextlib
 import math
 from collections import Counter
@@ -89,6 +90,7 @@ class Admission:
         self.calls: Counter[str] = Counter()     # principal -> calls in progress
         self.streams: Counter[str] = Counter()   # principal -> open streaming calls
         self._receipts = RateLimiter(0, 0)       # per principal; rates from each principal's budget
+        self._begun = RateLimiter(0, 0)          # calls begun, per principal (Budget.calls_per_s)
         self._turns: dict[str, asyncio.Semaphore] = {}
 
     @contextlib.asynccontextmanager
@@ -103,6 +105,15 @@ class Admission:
             turns = self._turns[principal.name] = asyncio.Semaphore(running)
         async with turns:
             yield
+
+    async def paced(self, principal: Principal) -> None:
+        """Wait until `principal` may begin another call (Budget.calls_per_s, a
+        second's worth at once): past its rate a call waits, counted in progress
+        meanwhile, so that `calls` bounds how many wait. A client looping on
+        calls refused at once would otherwise take the loop by their number."""
+        rate = principal.budget.calls_per_s
+        while rate and (wait := self._begun.wait_s(principal.name, 1, time.monotonic(), rate, rate)) > 0:
+            await asyncio.sleep(wait)
 
     @staticmethod
     def pool(role: str) -> str:

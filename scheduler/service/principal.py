@@ -25,6 +25,7 @@ class Budget:
     calls: int               # calls in progress, streams included
     streams: int             # open streaming calls (Watch, an agent's Stream, LedgerExport, health Watch)
     receipts_per_hour: int   # receipts its calls cause, per hour (a token bucket a minute deep: limits.receipt_burst)
+    calls_per_s: int = 0     # calls it may begin a second (a second's worth at once); past it a call waits
 
 
 UNLIMITED = Budget(0, 0, 0)

@@ -7,6 +7,7 @@ not take the capacity kept for health, agents and operators."""
 from __future__ import annotations
 
 import queue
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -155,4 +156,20 @@ def test_a_plan_costs_the_submissions_it_judges(budgeted):
     error = refusal(lambda: submit(alpha, "a1", "alpha"))
     assert error.code() == EXHAUSTED and error.details().startswith("RATE_LIMITED: 'alpha' is over 1 submissions")
     assert retry_after(error) > 0
+    assert submit(s.as_principal("beta"), "b1", "beta").claim_id == "b1"
+
+
+def test_calls_past_calls_per_s_wait_their_turn_and_are_answered(budgeted):
+    # 5 a second with 5 at once: 20 calls (malformed ones too) take at least 3 s, and every one is
+    # answered as it would have been (a floor, not a timing); another principal is not held back
+    s = budgeted(alpha="calls_per_s = 5")
+    alpha = s.as_principal("alpha")
+    raw = alpha.channel.unary_unary("/pool.v1.Claims/Submit")
+    began = time.monotonic()
+    for i in range(10):
+        assert submit(alpha, f"a{i}", "alpha").claim_id == f"a{i}"
+        error = refusal(lambda: raw(b"\x0a\xff", timeout=10))   # truncated: still paced, then refused
+        assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    took = time.monotonic() - began
+    assert took >= 2.9, f"20 calls at 5 a second took {took:.2f} s"
     assert submit(s.as_principal("beta"), "b1", "beta").claim_id == "b1"
