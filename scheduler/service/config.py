@@ -155,8 +155,9 @@ class Limits:
     # first statuses (EVENT_CURRENT) a principal's Watches send a second, together (a burst of one
     # second's worth); past it they wait. Each is a message of its own on the event loop (~130 µs):
     # 16 never-reading Watches of one tenant with 50,000 claims sent 160,000 in a minute, a third of
-    # the loop (bench/abuse.py). A client after a big tenant's state Lists it (a page a call). 0: unlimited
-    watch_statuses_per_s: int = 1_000
+    # the loop (bench/abuse.py); at 1,000 a second they were still a tenth of it. A client after a big
+    # tenant's state Lists it (a page a call). 0: unlimited
+    watch_statuses_per_s: int = 500
     page_size: int = 500                   # Splits and the other paged answers, when page_size is 0
     max_page_size: int = 1_000
     # List's, when page_size is 0 (a List may ask up to the greater of this and max_page_size): each

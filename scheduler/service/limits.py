@@ -47,6 +47,14 @@ class RateLimiter:
         self._buckets[key] = (tokens, now_s)
         return (need - tokens) / rate
 
+    def empty_s(self, key: str, now_s: float, rate: int | None = None, burst: int | None = None) -> float:
+        """How long until `key` has a whole token (0: it has one now); nothing is taken."""
+        rate = self.rate if rate is None else rate
+        burst = self.burst if burst is None else burst
+        if not rate:
+            return 0.0
+        return max(0.0, (1 - self._tokens(key, now_s, rate, burst)) / rate)
+
     def charge(self, key: str, n: int, now_s: float, rate: int, burst: int) -> None:
         """Take `n` tokens that were already spent, into debt if need be."""
         if rate:

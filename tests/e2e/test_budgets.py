@@ -15,7 +15,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from protos.pool.v1 import agent_pb2, claims_pb2, ops_pb2
+from protos.pool.v1 import agent_pb2, claims_pb2, ops_pb2, types_pb2
 
 EXHAUSTED = grpc.StatusCode.RESOURCE_EXHAUSTED
 
@@ -173,3 +173,18 @@ def test_calls_past_calls_per_s_wait_their_turn_and_are_answered(budgeted):
     took = time.monotonic() - began
     assert took >= 2.9, f"20 calls at 5 a second took {took:.2f} s"
     assert submit(s.as_principal("beta"), "b1", "beta").claim_id == "b1"
+
+
+def test_a_submit_many_with_no_submission_left_is_refused_whole_and_leaves_no_receipt(budgeted):
+    s = budgeted(alpha="submits_per_s = 1")   # a burst of ten
+    alpha = s.as_principal("alpha")
+    many = lambda prefix, n: claims_pb2.SubmitManyRequest(claims=[  # noqa: E731
+        claims_pb2.SubmitRequest(claim_id=f"{prefix}{i}", tenant="alpha", estimate_uj=1) for i in range(n)])
+    answer = alpha.claims.SubmitMany(many("a", 12), timeout=10)   # ten taken, two refused in their results
+    assert [r.WhichOneof("result") for r in answer.results] == ["status"] * 10 + ["refused"] * 2
+    assert {r.refused.code for r in answer.results[10:]} == {types_pb2.ErrorCode.Value("RATE_LIMITED")}
+    length = s.ops.LedgerHead(ops_pb2.LedgerHeadRequest(), timeout=10).length
+    error = refusal(lambda: alpha.claims.SubmitMany(many("b", 5), timeout=10))
+    assert error.code() == EXHAUSTED and error.details().startswith("RATE_LIMITED: 'alpha' is over 1 submissions")
+    assert retry_after(error) > 0
+    assert s.ops.LedgerHead(ops_pb2.LedgerHeadRequest(), timeout=10).length == length
