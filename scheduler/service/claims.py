@@ -29,7 +29,8 @@ from scheduler.service.committed import Committed
 from scheduler.service.engine import Change, Engine
 from scheduler.service.errors import Refused, abort, checked, guarded, not_ready
 from scheduler.service.limits import Admission, OpenClaims, RateLimiter, limit_refusal
-from scheduler.service.listing import Listing, varint
+from scheduler.service.listing import Listing
+from scheduler.service.wire import varint
 from scheduler.service.principal import caller
 from scheduler.service.state import ServiceState
 

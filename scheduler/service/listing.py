@@ -45,36 +45,18 @@ from scheduler.kernel.fast.pmap import MISSING, changes
 from scheduler.kernel.fast.shapes import shape_of
 from scheduler.service.committed import Committed
 from scheduler.service.names import bare
+from scheduler.service.wire import LENGTH_DELIMITED, VARINT, tag, varint
 
 _PENDING, _REFUSED = ClaimState.PENDING, ClaimState.REFUSED
 _UNSPECIFIED = Reason.REASON_UNSPECIFIED
 
 
-def varint(n: int) -> bytes:
-    """protobuf's base-128 varint of a non-negative integer."""
-    if n < 0x80:
-        return bytes((n,))
-    if n < 0x4000:
-        return bytes((n & 0x7F | 0x80, n >> 7))
-    out = bytearray()
-    while n >= 0x80:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def _tag(message, field: str, wire_type: int) -> bytes:
-    return varint(message.DESCRIPTOR.fields_by_name[field].number << 3 | wire_type)
-
-
-_VARINT, _LENGTH_DELIMITED = 0, 2
-CLAIMS_TAG = _tag(claims_pb2.ListClaimsResponse, "claims", _LENGTH_DELIMITED)
-_REASON_TAG = _tag(claims_pb2.ClaimStatus, "reason", _VARINT)
-_POSITION_TAG = _tag(claims_pb2.ClaimStatus, "queue_position", _VARINT)
-_EVENT_TIME_TAG = _tag(claims_pb2.ClaimEvent, "time_ns", _VARINT)
-_EVENT_POSITION_TAG = _tag(claims_pb2.ClaimEvent, "position", _VARINT)
-_EVENT_KIND_TAG = _tag(claims_pb2.ClaimEvent, "kind", _VARINT)
+CLAIMS_TAG = tag(claims_pb2.ListClaimsResponse, "claims", LENGTH_DELIMITED)
+_REASON_TAG = tag(claims_pb2.ClaimStatus, "reason", VARINT)
+_POSITION_TAG = tag(claims_pb2.ClaimStatus, "queue_position", VARINT)
+_EVENT_TIME_TAG = tag(claims_pb2.ClaimEvent, "time_ns", VARINT)
+_EVENT_POSITION_TAG = tag(claims_pb2.ClaimEvent, "position", VARINT)
+_EVENT_KIND_TAG = tag(claims_pb2.ClaimEvent, "kind", VARINT)
 _REASONS = {reason: _REASON_TAG + varint(reason) if reason else b"" for reason in Reason}   # 0: left out
 _LENGTHS = [varint(n) for n in range(1 << 10)]   # a status's length, mostly (else varint)
 

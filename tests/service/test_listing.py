@@ -33,6 +33,18 @@ SPECS = [ClaimSpec("g1", "a", Resources(gpu_mdev=1000), estimate_uj=10, gang_id=
          ClaimSpec("big", "a", Resources(cpu_millis=10), estimate_uj=8_000)]
 
 
+async def _moved_on(engine, released, later, progressed) -> None:
+    """Claims released, submitted and progressed after a state a test keeps."""
+    for claim_id in released:
+        await release(engine, claim_id)
+    for n in later:
+        await submit(engine, SPECS[n])
+    for claim_id, units in progressed:
+        await engine.record(lambda latest: [e for e in [kernel.progress(latest.kernel, claim_id, units)]
+                                           if e is not None and not isinstance(e, kernel.KernelError)],
+                            time.time_ns())
+
+
 def _plain(servicer: ClaimsServicer, committed, request: claims_pb2.ListClaimsRequest) -> list:
     tenants = None
     states = {ClaimState(s) for s in request.states}
@@ -79,14 +91,7 @@ def _pages_say_what_status_says(path, ops, extra, released, page_size, tenant, s
             for n in extra:
                 await submit(engine, SPECS[n])
             await listing(servicer, engine, warm[0])
-            for claim_id in released:
-                await release(engine, claim_id)
-            for n in later:
-                await submit(engine, SPECS[n])
-            for claim_id, units in progressed:
-                await engine.record(lambda latest: [e for e in [kernel.progress(latest.kernel, claim_id, units)]
-                                                   if e is not None and not isinstance(e, kernel.KernelError)],
-                                    time.time_ns())
+            await _moved_on(engine, released, later, progressed)
         finally:
             reset_caller(token)
         await listing(servicer, engine, warm[1])
@@ -272,14 +277,7 @@ def test_a_watch_s_events_say_what_status_says_of_the_state_it_began_at(
             if seen in ("began", "both"):   # the listing showed the watch's state (and kept its records)
                 servicer._listing.warm(began, began.state.claims.values())
                 _events_say_what_status_says(servicer, began, time_ns, position, kind)
-            for claim_id in released:
-                await release(engine, claim_id)
-            for n in later:
-                await submit(engine, SPECS[n])
-            for claim_id, units in progressed:
-                await engine.record(lambda latest: [e for e in [kernel.progress(latest.kernel, claim_id, units)]
-                                                   if e is not None and not isinstance(e, kernel.KernelError)],
-                                    time.time_ns())
+            await _moved_on(engine, released, later, progressed)
             now = engine.read()
             if seen in ("later", "both"):   # a List (or warming) moved the listing on
                 servicer._listing.warm(now, now.state.claims.values())

@@ -33,27 +33,16 @@ from protos.energy import MDEV_PER_DEVICE
 from protos.pool.v1 import agent_pb2, types_pb2
 from scheduler.kernel import ClusterState
 from scheduler.kernel.fast.pmap import MISSING, PMap, changes
-from scheduler.service.listing import varint
+from scheduler.service.wire import LENGTH_DELIMITED, VARINT, delimited, tag, varint
 from scheduler.service.windows.batch import CPU_PREFIX
 
-_VARINT, _LENGTH_DELIMITED = 0, 2
-
-
-def _tag(message, field: str, wire_type: int) -> bytes:
-    return varint(message.DESCRIPTOR.fields_by_name[field].number << 3 | wire_type)
-
-
-_OCCUPANCY = _tag(agent_pb2.SchedulerMessage, "occupancy", _LENGTH_DELIMITED)
-_VERSION = _tag(agent_pb2.Occupancy, "version", _VARINT)
-_DEVICES = _tag(agent_pb2.Occupancy, "devices", _LENGTH_DELIMITED)
-_DEVICE_ID = _tag(agent_pb2.DeviceOccupancy, "device_id", _LENGTH_DELIMITED)
-_CAPACITY = _tag(agent_pb2.DeviceOccupancy, "capacity", _VARINT)
-_OCCUPANTS = _tag(agent_pb2.DeviceOccupancy, "occupants", _LENGTH_DELIMITED)
+_OCCUPANCY = tag(agent_pb2.SchedulerMessage, "occupancy", LENGTH_DELIMITED)
+_VERSION = tag(agent_pb2.Occupancy, "version", VARINT)
+_DEVICES = tag(agent_pb2.Occupancy, "devices", LENGTH_DELIMITED)
+_DEVICE_ID = tag(agent_pb2.DeviceOccupancy, "device_id", LENGTH_DELIMITED)
+_CAPACITY = tag(agent_pb2.DeviceOccupancy, "capacity", VARINT)
+_OCCUPANTS = tag(agent_pb2.DeviceOccupancy, "occupants", LENGTH_DELIMITED)
 _KEY, _VALUE = b"\x0a", b"\x10"   # a map entry's key (1, string) and value (2, varint)
-
-
-def _delimited(tag: bytes, body: bytes) -> bytes:
-    return tag + varint(len(body)) + body
 
 
 _VARINTS = [varint(n) for n in range(1 << 14)]   # every weight and length up to 16,383, encoded once
@@ -123,7 +112,7 @@ class OccupancyWire:
                    if meter.kind == types_pb2.CPU_PACKAGE]
         parts = [_VERSION + varint(version)] if version else []
         for device_id, capacity, key in things:
-            head = _delimited(_DEVICE_ID, device_id.encode()) + (_CAPACITY + varint(capacity) if capacity else b"")
+            head = delimited(_DEVICE_ID, device_id.encode()) + (_CAPACITY + varint(capacity) if capacity else b"")
             occupants = self._occupants(host, key, held.get(key, {}))
             parts += (_DEVICES, varint(len(head) + len(occupants)), head, occupants)
         return b"".join([_OCCUPANCY, varint(sum(map(len, parts))), *parts])   # the records copied once
