@@ -136,8 +136,12 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
         # the accepted claims again, to the engine's state): one edit batch, each path copied
         # once, and nothing applied after the last request (a lone Submit applies nothing here)
         last = len(requests) - 1
+        limited: Refused | None = None   # once one is past the caller's rate, the rest are too, unjudged
         with Edit():
             for at, request in enumerate(requests):
+                if limited is not None:
+                    answers.append(limited)
+                    continue
                 try:
                     spec = names.spec(state, convert.spec_from(request))
                     answer = checked(kernel.submit(state, spec, now))
@@ -145,6 +149,8 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
                         self._admit_submission(answer.spec.tenant)
                 except Refused as refusal:
                     answers.append(refusal)
+                    if refusal.code == "RATE_LIMITED":
+                        limited = refusal
                     continue
                 answers.append(spec.claim_id)
                 if isinstance(answer, kernel.ClaimSubmitted):   # else an identical resubmission: its original answer

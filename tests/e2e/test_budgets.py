@@ -180,8 +180,10 @@ def test_a_submit_many_with_no_submission_left_is_refused_whole_and_leaves_no_re
     alpha = s.as_principal("alpha")
     many = lambda prefix, n: claims_pb2.SubmitManyRequest(claims=[  # noqa: E731
         claims_pb2.SubmitRequest(claim_id=f"{prefix}{i}", tenant="alpha", estimate_uj=1) for i in range(n)])
-    answer = alpha.claims.SubmitMany(many("a", 12), timeout=10)   # ten taken, two refused in their results
-    assert [r.WhichOneof("result") for r in answer.results] == ["status"] * 10 + ["refused"] * 2
+    first = many("a", 12)
+    first.claims.add(claim_id="a0", tenant="alpha", estimate_uj=2)   # judged, it would be DUPLICATE_CLAIM
+    answer = alpha.claims.SubmitMany(first, timeout=10)   # ten taken; the rest refused in their results, unjudged
+    assert [r.WhichOneof("result") for r in answer.results] == ["status"] * 10 + ["refused"] * 3
     assert {r.refused.code for r in answer.results[10:]} == {types_pb2.ErrorCode.Value("RATE_LIMITED")}
     length = s.ops.LedgerHead(ops_pb2.LedgerHeadRequest(), timeout=10).length
     error = refusal(lambda: alpha.claims.SubmitMany(many("b", 5), timeout=10))
