@@ -13,7 +13,6 @@ mapped to the store's error types in one place (`_mapped`).
 from __future__ import annotations
 
 import errno
-import logging
 import os
 import sqlite3
 import threading
@@ -51,12 +50,6 @@ _INDEX = (
 )
 CATCH_UP = 4096   # receipts read at a time when a store's tree is built from its receipts
 HEADROOM = 16 << 20   # bytes the probe allocates: room for many group commits of ordinary receipts
-# the WAL is copied into the database by tidy_wal, off the commit path, every WAL_TIDY_BYTES appended;
-# a commit does it itself only past WAL_AUTOCHECKPOINT_PAGES (64 MiB of 4 KiB pages: a writer nobody
-# tidies for, such as a tool's, still keeps its WAL bounded)
-WAL_TIDY_BYTES = 4 << 20
-WAL_AUTOCHECKPOINT_PAGES = 16_384
-log = logging.getLogger("pool.ledger")
 _CORRUPT = {"SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_FORMAT"}
 _READ_ONLY = {"SQLITE_READONLY", "SQLITE_PERM", "SQLITE_AUTH"}
 
@@ -111,7 +104,6 @@ class SqliteStore:
             raise StoreError(f"no ledger at {self.path}")
         self._lock, self._read_lock = threading.Lock(), threading.Lock()
         self._reader: sqlite3.Connection | None = None
-        self._tidy_lock, self._tidier, self._walled = threading.Lock(), None, 0   # tidy_wal's
         if create:
             _create_private(self.path)
         self._conn = _connect(self.path, "rwc" if create else "rw")
@@ -143,7 +135,6 @@ class SqliteStore:
                                f"expected {SCHEMA_VERSION}")
         if conn.execute("PRAGMA journal_mode=WAL").fetchone()[0] != "wal":
             raise StoreReadOnly(f"{self.path}: cannot switch to WAL")
-        conn.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
         if conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'claim_receipts'").fetchone()[0] == 0:
             try:
                 self._index_all()
@@ -205,7 +196,6 @@ class SqliteStore:
         """`claims`: the (claim, seq) index rows of these receipts; None reads them from the receipts."""
         rows = [(first_seq + i, kind, raw) for i, (kind, raw) in enumerate(receipts)]
         raws = [raw for _, _, raw in rows]
-        self._walled += sum(map(len, raws))
         with self._lock:
             after, nodes = self.tree.closing(first_seq, raws)
             claims = claims_in(first_seq, raws) if claims is None else claims
@@ -217,27 +207,6 @@ class SqliteStore:
                     self.record.write(Head(first_seq + len(rows), digest(rows[-1][2])))
                 except OSError as exc:
                     raise self._os_error(exc, "cannot record the head of") from None
-
-    def wal_due(self) -> bool:
-        """Whether enough was appended since the last `tidy_wal` to copy the WAL into
-        the database now (WAL_TIDY_BYTES)."""
-        return self._walled >= WAL_TIDY_BYTES
-
-    def tidy_wal(self) -> None:
-        """Copy the WAL's committed pages into the database (a PASSIVE checkpoint) on
-        a connection of its own, in the caller's thread (the group-commit writer's
-        third one): appends go on meanwhile. Left to the appending connection, SQLite
-        does it inside whichever commit finds the WAL past wal_autocheckpoint, and that
-        commit, and every receipt queued behind it, waits for it (100-200 ms for a
-        checkpoint's chunks, bench/abuse.py)."""
-        self._walled = 0
-        with self._tidy_lock:
-            try:
-                if self._tidier is None:
-                    self._tidier = _connect(self.path, "rw")
-                self._tidier.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-            except sqlite3.Error as exc:   # the next commit past wal_autocheckpoint does it instead
-                log.warning("%s: WAL not copied into the database now: %s", self.path, exc)
 
     def _insert(self, first_seq: int, rows: list) -> None:
         if self._count() != first_seq:
@@ -347,13 +316,10 @@ class SqliteStore:
                 raise _mapped(self.path, "cannot read", exc) from None
 
     def close(self) -> None:
-        with self._read_lock, self._tidy_lock:   # first: the writer, closing last, checkpoints and removes the WAL
+        with self._read_lock:   # first: the writer, closing last, checkpoints and removes the WAL
             if self._reader is not None:
                 self._reader.close()
                 self._reader = None
-            if self._tidier is not None:
-                self._tidier.close()
-                self._tidier = None
         with self._lock:
             self._conn.close()
             self.record.close()

@@ -212,16 +212,6 @@ class Steward:
             elif receipt.entry.kind == COSIGNED:
                 self.cosigned = note.read_note(receipt.entry.body["note"])
 
-    def wal_due(self) -> bool:
-        """Whether the store has a write-ahead log to copy into its database now
-        (SqliteStore.tidy_wal; a store without one: never)."""
-        due = getattr(self._store, "wal_due", None)
-        return due is not None and due()
-
-    def tidy_wal(self) -> None:
-        """The store's tidy_wal, off the commit path (the group-commit writer's own thread)."""
-        self._store.tidy_wal()
-
     def append(self, kind: str, body: dict, time_ns: int | None = None) -> Receipt:
         return self.commit([prepare(kind, body, time_ns)])[0]
 

@@ -2,8 +2,7 @@
 
 `append` validates on the event loop (so a bad body fails only its caller),
 then waits. One drain task takes everything queued as a batch, signs it in one
-thread and stores it as one transaction in another (a third copies the store's
-write-ahead log into its database meanwhile), and resolves each future
+thread and stores it as one transaction in another, and resolves each future
 only after its batch is durable. Batches are signed and stored in order; the
 next batch is signed while the previous one is being stored, so signing does
 not wait for the disk.
@@ -28,9 +27,6 @@ class GroupCommitWriter:
         self._drain: asyncio.Task | None = None
         self._signer = ThreadPoolExecutor(1, thread_name_prefix="ledger-sign")
         self._storer = ThreadPoolExecutor(1, thread_name_prefix="ledger-store")
-        # copies the store's write-ahead log into its database beside the stores (steward.tidy_wal)
-        self._tidier = ThreadPoolExecutor(1, thread_name_prefix="ledger-tidy")
-        self._tidying: asyncio.Future | None = None
         # the seq the next queued append will get: known when queued, since this
         # writer is the ledger's only way in while it runs
         self.next_seq = steward.length
@@ -97,8 +93,6 @@ class GroupCommitWriter:
         for (_, future), receipt in zip(batch, made):
             if not future.done():
                 future.set_result(receipt)
-        if (self._tidying is None or self._tidying.done()) and self.steward.wal_due():
-            self._tidying = asyncio.get_running_loop().run_in_executor(self._tidier, self.steward.tidy_wal)
 
     async def close(self) -> None:
         """Wait for queued appends, then stop the threads."""
@@ -106,7 +100,6 @@ class GroupCommitWriter:
             await asyncio.shield(self._drain)
         self._signer.shutdown()
         self._storer.shutdown()
-        self._tidier.shutdown()
 
 
 def _fail(batch: list, exc: Exception) -> None:
