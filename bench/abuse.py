@@ -53,7 +53,7 @@ BACKLOG = 50_000   # the abuser's admitted claims (issue 21's repro), which its 
 T0 = time.time_ns() - 3_000 * 10**9   # where every host's windows start (seq 1), in both phases
 
 
-def config(workdir: Path, address: str, pki: Pki) -> str:
+def config(workdir: Path, address: str, pki: Pki, checkpoint_every: int | None = None) -> str:
     tree = "".join(f'\n[[tenants]]\nname = "{t}"\nparent = "root"\nguarantee_uj = {10**15}\nguarantee_mdev = 1000\n'
                    for t in (*HONEST, EVIL))
     tenants = "".join(f'\n[principals.{t}]\nrole = "tenant"\ntenants = ["{t}"]\n' for t in (*HONEST, EVIL))
@@ -71,6 +71,7 @@ role = "agent"
 [ledger]
 path = "{workdir / 'ledger.sqlite'}"
 steward_key = "{workdir / 'steward.key'}"
+{"" if checkpoint_every is None else f"checkpoint_every = {checkpoint_every}"}
 
 [[tenants]]
 name = "root"
@@ -410,6 +411,8 @@ def main() -> None:
     parser.add_argument("--backlog", type=int, default=BACKLOG, help="the abuser's tenant's admitted claims")
     parser.add_argument("--abuse", choices=("all", "tenant", "agent"), default="all",
                         help="which abusers run beside the honest load (all: the soak)")
+    parser.add_argument("--checkpoint-every", type=int, help="the scheduler's ledger.checkpoint_every (default: "
+                        "its own, 10,000; 0: no checkpoints, to see what they cost the honest tail)")
     parser.add_argument("--only", type=lambda text: text.split(","), default=[],
                         help="the abusive tenant's abuses to run, by name (watch, submit+release, progress, "
                              "submit-many, plan, list, malformed; comma-separated): which one costs what")
@@ -421,7 +424,7 @@ def main() -> None:
             certs.make_client(pki.dir, name)
         keys.write_pair(keys.generate(), workdir / "steward")
         address = f"127.0.0.1:{_free_port()}"
-        (workdir / "scheduler.toml").write_text(config(workdir, address, pki))
+        (workdir / "scheduler.toml").write_text(config(workdir, address, pki, args.checkpoint_every))
         log = open(workdir / "scheduler.log", "a")
         program = ["-c", PROFILED, os.environ["POOL_PROFILE"]] if os.environ.get("POOL_PROFILE") else [
             str(BIN / "pool-scheduler")]

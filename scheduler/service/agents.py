@@ -216,8 +216,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                     size = len(message.batch.windows)
                     evidence.sized(size, self.limits)
                     await outbox.reserve(size)
-                    while (wait := self._rates.wait_s(principal, size, time.monotonic())) > 0:
-                        await asyncio.sleep(wait)
+                    await self._rates.paced(principal, size)
                     # past its receipts per hour, the stream is paused as past its rate: never refused
                     while (wait := self.admission.receipts_wait_s(who, time.monotonic())) > 0:
                         await asyncio.sleep(wait)

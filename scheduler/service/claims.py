@@ -30,11 +30,11 @@ from scheduler.service.engine import Change, Engine
 from scheduler.service.errors import Refused, abort, checked, guarded, not_ready
 from scheduler.service.limits import Admission, OpenClaims, RateLimiter, limit_refusal
 from scheduler.service.listing import Listing
-from scheduler.service.wire import varint
+from scheduler.service.wire import LENGTH_DELIMITED, delimited, tag
 from scheduler.service.principal import caller
 from scheduler.service.state import ServiceState
 
-_TOKEN_TAG = varint(claims_pb2.ListClaimsResponse.DESCRIPTOR.fields_by_name["next_page_token"].number << 3 | 2)
+_TOKEN_TAG = tag(claims_pb2.ListClaimsResponse, "next_page_token", LENGTH_DELIMITED)
 LIST_PAGE_BYTES = 1 << 20   # a List page's statuses at most (one more status past it): far below 4 MiB
 WARM_CHUNK = 250   # claims encoded at a time by warm_listing, between calls (~5 ms)
 WATCH_PAGE = 200   # statuses a Watch reads from the committed state at a time, before it sends them
@@ -297,8 +297,7 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
         matching = self._matching(committed, subtree(committed.state, request.tenant), states, request.page_token)
         encoded, last = self._listing.page(committed, matching, size, LIST_PAGE_BYTES)
         if last is not None and next(matching, None) is not None:
-            token = last.encode()
-            encoded += _TOKEN_TAG + varint(len(token)) + token
+            encoded += delimited(_TOKEN_TAG, last.encode())
         return encoded
 
     async def warm_listing(self, chunk: int = WARM_CHUNK) -> int:
@@ -402,12 +401,7 @@ class ClaimsServicer(claims_pb2_grpc.ClaimsServicer):
         """Wait until the caller's Watches may send `statuses` more first statuses
         (limits.watch_statuses_per_s, the caller's Watches together): past it a Watch
         waits, it is not refused."""
-        who, rates = caller().name, self._first_statuses
-        while statuses > 0 and rates.rate:
-            n = min(statuses, rates.burst)   # a page larger than the burst is paid in parts
-            while (wait := rates.wait_s(who, n, time.monotonic())) > 0:
-                await asyncio.sleep(wait)
-            statuses -= n
+        await self._first_statuses.paced(caller().name, statuses)
 
     def _publish(self, change: Change) -> None:
         # a watcher that lagged takes no more events (its Watch ends WATCH_LAGGED once it asks for the

@@ -47,6 +47,18 @@ class RateLimiter:
         self._buckets[key] = (tokens, now_s)
         return (need - tokens) / rate
 
+    async def paced(self, key: str, n: int, rate: int | None = None, burst: int | None = None) -> None:
+        """Wait until `key` has taken `n` tokens: the pause, not a refusal, of every paced
+        budget (calls_per_s, watch_statuses_per_s, windows_per_s). More than a burst is
+        taken in parts, so a large request pays for all of it."""
+        rate = self.rate if rate is None else rate
+        burst = self.burst if burst is None else burst
+        while n > 0 and rate:
+            part = min(n, burst)
+            while (wait := self.wait_s(key, part, time.monotonic(), rate, burst)) > 0:
+                await asyncio.sleep(wait)
+            n -= part
+
     def empty_s(self, key: str, now_s: float, rate: int | None = None, burst: int | None = None) -> float:
         """How long until `key` has a whole token (0: it has one now); nothing is taken."""
         rate = self.rate if rate is None else rate
@@ -120,8 +132,7 @@ class Admission:
         meanwhile, so that `calls` bounds how many wait. A client looping on
         calls refused at once would otherwise take the loop by their number."""
         rate = principal.budget.calls_per_s
-        while rate and (wait := self._begun.wait_s(principal.name, 1, time.monotonic(), rate, rate)) > 0:
-            await asyncio.sleep(wait)
+        await self._begun.paced(principal.name, 1, rate, rate)
 
     @staticmethod
     def pool(role: str) -> str:

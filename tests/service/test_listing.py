@@ -33,6 +33,21 @@ SPECS = [ClaimSpec("g1", "a", Resources(gpu_mdev=1000), estimate_uj=10, gang_id=
          ClaimSpec("big", "a", Resources(cpu_millis=10), estimate_uj=8_000)]
 
 
+async def _driven(path, ops, extra) -> tuple:
+    """An engine on a new ledger at `path` driven through `ops` and the `extra` SPECS, a
+    servicer on it, and the caller set (its token, for reset_caller)."""
+    engine, steward = opened(path)
+    token = set_caller(Principal("someone", "operator"))
+    try:
+        await drive(engine, ops)
+        for n in extra:
+            await submit(engine, SPECS[n])
+    except BaseException:
+        reset_caller(token)
+        raise
+    return engine, steward, ClaimsServicer(engine, Limits()), token
+
+
 async def _moved_on(engine, released, later, progressed) -> None:
     """Claims released, submitted and progressed after a state a test keeps."""
     for claim_id in released:
@@ -83,13 +98,8 @@ def _pages_say_what_status_says(path, ops, extra, released, page_size, tenant, s
         claims (new ids among the kept ones) and progress (a claim changed in place): one
         servicer, so the second listing follows the state by what changed and reuses what
         the first built where nothing it shows changed."""
-        engine, steward = opened(path)
-        token = set_caller(Principal("someone", "operator"))
-        servicer = ClaimsServicer(engine, Limits())
+        engine, steward, servicer, token = await _driven(path, ops, extra)
         try:
-            await drive(engine, ops)
-            for n in extra:
-                await submit(engine, SPECS[n])
             await listing(servicer, engine, warm[0])
             await _moved_on(engine, released, later, progressed)
         finally:
@@ -266,13 +276,8 @@ def test_a_watch_s_events_say_what_status_says_of_the_state_it_began_at(
     path = tmp_path_factory.mktemp("ledger") / "ledger.sqlite"
 
     async def run() -> None:
-        engine, steward = opened(path)
-        token = set_caller(Principal("someone", "operator"))
-        servicer = ClaimsServicer(engine, Limits())
+        engine, steward, servicer, token = await _driven(path, ops, extra)
         try:
-            await drive(engine, ops)
-            for n in extra:
-                await submit(engine, SPECS[n])
             began = engine.read()
             if seen in ("began", "both"):   # the listing showed the watch's state (and kept its records)
                 servicer._listing.warm(began, began.state.claims.values())
