@@ -56,7 +56,13 @@ log = logging.getLogger("pool.scheduler")
 SERVICES = ("pool.v1.Claims", "pool.v1.AgentService", "pool.v1.Operations", "")
 TICK_S = 1.0             # how often the pending queue and the accounting period are looked at
 RECONNECT_GRACE_S = 30   # a host with no stream for this long (since start-up, or its last) is marked not live
-GC_THRESHOLD = 50_000   # allocations between young-generation collections (default 700)
+# allocations between young-generation collections (Python's default 700), and young collections
+# between collections of the middle generation (default 10): young ones in small doses, the middle one
+# as often as at (50,000, 20) before. At 50,000 the abuse soak (bench/abuse.py) saw a young collection
+# every ~12 s free 12,000-36,000 objects in cycles at once, 80-135 ms with the GIL held, and every call
+# in flight waited; at 5,000 they come every second or so and take 10-20 ms (docs/BENCHMARKS.md).
+GC_THRESHOLD = 5_000
+GC_MIDDLE = 200
 PROBE_EVERY_S = 1.0     # while the ledger's disk is full, how often a test write is tried
 WATCHDOG_EVERY_S = 5.0  # systemd's watchdog ping while standing by (the unit's WatchdogSec is 30 s)
 STEPPED_DOWN = 3        # exit status of a leader that lost the shared ledger (restarted, it stands by)
@@ -82,7 +88,7 @@ def tune_collector() -> None:
     collect young objects less often (window batches and decisions allocate many
     short-lived ones). bench/kernel.py measures the kernel with the same setting."""
     gc.freeze()
-    gc.set_threshold(GC_THRESHOLD, 20, 20)
+    gc.set_threshold(GC_THRESHOLD, GC_MIDDLE, 20)
 
 
 @contextlib.contextmanager
