@@ -3,7 +3,7 @@ for every receipt by verify (reason `body`, docs/LEDGER.md §4 and §6).
 
 One function per kind, each returning None or what is wrong, and
 `CheckpointRun`, the one check that needs the receipts around it (a
-checkpoint's chunks come right before it). Everything about the checkpoint
+checkpoint's chunks come before it, from its `first_chunk` on). Everything about the checkpoint
 format is in `checkpoint`, `checkpoint_chunk` and `CheckpointRun`: a new format
 changes those and nothing else. A caller's own kinds are checked by the
 caller's `BodyCheck`, given to verify (the scheduler's:
@@ -19,7 +19,8 @@ from typing import Any
 from scheduler.ledger import note, witness
 from scheduler.ledger.receipts import CHECKPOINT, CHECKPOINT_CHUNK, COSIGNED, GENESIS, LOSS_ACCEPTED, WITNESS, Entry
 
-CHUNK_LIMIT = 4 << 20   # the most state bytes one checkpoint_chunk carries (steward.CHUNK_BYTES)
+CHUNK_LIMIT = 4 << 20   # the most state bytes one checkpoint_chunk may carry (the steward writes CHUNK_BYTES)
+CHUNKED = frozenset({"chunks", "size", "digest", "witnessed_length", "witness_key_id"})   # and first_chunk
 
 # (kind, body) -> None when the body has its kind's documented shape, else why not
 BodyCheck = Callable[[str, dict], "str | None"]
@@ -62,11 +63,14 @@ def checkpoint(entry: Entry) -> str | None:
     body = entry.body
     if "state" in body:   # the first format: the state inline, no chunks
         wrong = _fields(body, {"state", "witnessed_length", "witness_key_id"})
-    else:
-        wrong = _fields(body, {"chunks", "size", "digest", "witnessed_length", "witness_key_id"})
+    else:   # chunked; without first_chunk (the second format) its chunks lie right before it
+        wrong = _fields(body, CHUNKED | ({"first_chunk"} & set(body)))
         if not wrong and not (_natural(body["chunks"]) and 1 <= body["chunks"] <= entry.seq
                               and _natural(body["size"]) and _bytes(body["digest"], 32)):
             wrong = "chunks is not 1 up to its seq, size not a count, or digest not 32 bytes"
+        if not wrong and "first_chunk" in body and not (
+                _natural(body["first_chunk"]) and 1 <= body["first_chunk"] <= entry.seq - body["chunks"]):
+            wrong = f"first_chunk {body['first_chunk']!r} is not a seq with its {body['chunks']} chunks before it"
     if wrong:
         return wrong
     length, key_id = body["witnessed_length"], body["witness_key_id"]
@@ -88,37 +92,47 @@ def checkpoint_chunk(entry: Entry) -> str | None:
 
 
 class CheckpointRun:
-    """The chunks seen since the last receipt that was not one: a checkpoint
-    must be preceded by exactly its chunks, indexes 0 … n−1, whose data add up
-    to its size and SHA-256 (LEDGER.md §9). A run nobody closes (a crash between
-    the chunks and their checkpoint) is not a fault; the next chunk 0 starts over."""
+    """The chunks of the checkpoint being written: a chunk with index 0 starts a
+    run, each next chunk has the next index, and other receipts may lie between
+    them (the steward writes a checkpoint's chunks among the receipts that come
+    after the state it holds). A checkpoint closes the run: it must have exactly
+    the run's chunks, from its `first_chunk` (right before it, in the second
+    format), whose data add up to its size and SHA-256 (LEDGER.md §9). A run
+    nobody closes (a crash before its checkpoint) is not a fault; the next
+    chunk 0 starts over."""
 
     def __init__(self) -> None:
-        self._start()
+        self._start(None)
 
-    def _start(self) -> None:
-        self.count, self.size, self.hash = 0, 0, hashlib.sha256()
+    def _start(self, first: int | None) -> None:
+        self.first, self.count, self.size, self.hash = first, 0, 0, hashlib.sha256()
 
     def wrong(self, entry: Entry) -> str | None:
         """Why this entry (shape already checked) breaks the run, or None."""
         if entry.kind == CHECKPOINT_CHUNK:
             index, data = entry.body["index"], entry.body["data"]
             if index == 0:
-                self._start()
+                self._start(entry.seq)
             elif index != self.count:
                 wrong = f"{CHECKPOINT_CHUNK}: index {index} follows {self.count} chunks"
-                self._start()
+                self._start(None)
                 return wrong
             self.count, self.size = self.count + 1, self.size + len(data)
             self.hash.update(data)
             return None
-        count, size, digest = self.count, self.size, self.hash.digest()
-        self._start()
-        if entry.kind != CHECKPOINT or "state" in entry.body:
+        if entry.kind != CHECKPOINT:
             return None
-        if entry.body["chunks"] != count:
-            return f"{CHECKPOINT}: {entry.body['chunks']} chunks signed, {count} right before it"
-        if entry.body["size"] != size or entry.body["digest"] != digest:
+        first, count, size, digest = self.first, self.count, self.size, self.hash.digest()
+        self._start(None)
+        body = entry.body
+        if "state" in body:
+            return None
+        if body["chunks"] != count:
+            return f"{CHECKPOINT}: {body['chunks']} chunks signed, {count} in the run before it"
+        if first != body.get("first_chunk", entry.seq - count):
+            where = f"from seq {body['first_chunk']}" if "first_chunk" in body else "right before it"
+            return f"{CHECKPOINT}: its chunks begin at seq {first}, not {where}"
+        if body["size"] != size or body["digest"] != digest:
             return f"{CHECKPOINT}: its chunks' {size} bytes are not the size and SHA-256 it signs"
         return None
 

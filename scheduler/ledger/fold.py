@@ -29,7 +29,8 @@ class Fold:
     initial: Any
     restore: Callable[[Any], Any] | None = None   # a checkpoint's state -> state
     snapshot: Callable[[Any], Any] | None = None  # state -> a det-CBOR value
-    # state -> state at every checkpoint passed without resuming: the history the
+    # state -> state where each checkpoint passed without resuming was taken (before
+    # its first chunk, even one a crash left without its checkpoint): the history the
     # caller drops when it takes a checkpoint (the scheduler compacts), so a full
     # replay ends where the live process did
     compact: Callable[[Any], Any] | None = None
@@ -67,26 +68,49 @@ class Unfoldable(Exception):
 
 
 class Folder:
-    """The on_entry callback of a verification: folds caller kinds; at a
-    checkpoint it either starts from it (resuming) or audits it (snapshot given)."""
+    """The on_entry callback of a verification: folds caller kinds. A
+    checkpoint holds the state before its first chunk (docs/LEDGER.md §9):
+    there the folder compacts as the live process did when it took the
+    checkpoint, and audits it (snapshot given) once the checkpoint receipt
+    comes; or, resuming from it, holds the receipts between its chunks until
+    the checkpoint receipt gives the state to fold them on."""
 
     def __init__(self, fold: Fold) -> None:
         self.fold = fold
         self.state = fold.initial
         self.resuming = False     # set when start-up resumes from a checkpoint
         self._chunks: list[bytes] = []   # of the checkpoint being resumed from
+        self._held: list[Entry] = []     # the caller's receipts between its chunks
+        self._taken: bytes | None = None   # the snapshot's SHA-256 at the last chunk 0 (auditing)
 
     def __call__(self, entry: Entry) -> None:
         if entry.kind == CHECKPOINT_CHUNK:
             if self.resuming:
                 self._chunks.append(entry.body["data"])
+            elif entry.body["index"] == 0:
+                self._taken = self._take()
         elif entry.kind == CHECKPOINT:
             self._checkpoint(entry)
         elif entry.kind not in LEDGER_KINDS:
-            try:
-                self.state = self.fold.apply(self.state, entry)
-            except Exception as error:
-                raise Unfoldable(entry, error) from error
+            if self.resuming:
+                self._held.append(entry)
+            else:
+                self._apply(entry)
+
+    def _apply(self, entry: Entry) -> None:
+        try:
+            self.state = self.fold.apply(self.state, entry)
+        except Exception as error:
+            raise Unfoldable(entry, error) from error
+
+    def _take(self) -> bytes | None:
+        """Where the live process took a checkpoint: compact the state as it
+        did; its snapshot's SHA-256 when auditing."""
+        if self.fold.compact is not None:
+            self.state = self.fold.compact(self.state)
+        if self.fold.snapshot is None:
+            return None
+        return hashlib.sha256(dcbor.encode(self.fold.snapshot(self.state), limit=None)).digest()
 
     def _checkpoint(self, entry: Entry) -> None:
         if self.resuming:
@@ -96,18 +120,19 @@ class Folder:
                 raise
             except Exception as error:
                 raise Unfoldable(entry, error) from error
-            self.resuming, self._chunks = False, []
+            held, self.resuming, self._chunks, self._held = self._held, False, [], []
+            for later in held:
+                self._apply(later)
             return
-        if self.fold.compact is not None:
-            self.state = self.fold.compact(self.state)
-        if self.fold.snapshot is not None and not _same(self.fold.snapshot(self.state), entry.body):
-            raise CheckpointMismatch(f"checkpoint {entry.seq} differs from the replayed state")
-
-
-def _same(snapshot: Any, body: dict) -> bool:
-    if "state" in body:
-        return dcbor.normalize(snapshot) == body["state"]
-    return hashlib.sha256(dcbor.encode(snapshot, limit=None)).digest() == body["digest"]
+        if "state" in entry.body:   # the first format: taken at the checkpoint receipt itself
+            if self.fold.compact is not None:
+                self.state = self.fold.compact(self.state)
+            if self.fold.snapshot is not None and dcbor.normalize(self.fold.snapshot(self.state)) != entry.body["state"]:
+                raise CheckpointMismatch(f"checkpoint {entry.seq} differs from the replayed state")
+            return
+        taken, self._taken = self._taken, None
+        if self.fold.snapshot is not None and taken != entry.body["digest"]:
+            raise CheckpointMismatch(f"checkpoint {entry.seq} differs from the state replayed up to its first chunk")
 
 
 def replay(source: Store | Iterable[bytes], apply: Callable[[Any, Entry], Any], initial: Any, *,

@@ -23,7 +23,10 @@ from scheduler.ledger.store import HistoryLost, Loss, Store, StoreError, recorde
 from scheduler.ledger.verify import Anchor, LedgerInvalid, Report, WitnessSeen, verify
 
 
-CHUNK_BYTES = 4 << 20   # checkpoint state bytes per checkpoint_chunk receipt: half the core cap
+# checkpoint state bytes per checkpoint_chunk receipt the steward writes (a verifier takes up to
+# bodies.CHUNK_LIMIT, 4 MiB): small, so that the group commit can write a checkpoint a piece per batch
+# among the receipts that come after it, each batch a few milliseconds longer (writer.py)
+CHUNK_BYTES = 256 << 10
 
 # the body is a map inside the core map: its depth counts from 1, so a body that
 # normalizes decodes again inside its core (dcbor.MAX_DEPTH counts the core too)
@@ -61,6 +64,44 @@ def prepare(kind: str, body: dict, time_ns: int | None = None, *, internal: bool
     if actor is not None and not (type(actor) is str and actor):
         raise ValueError("an actor is a non-empty text string")
     return Prepared(kind, dcbor.normalize(body, BODY_DEPTH), time_ns, actor)
+
+
+class Checkpoint:
+    """A checkpoint being written: its state's det-CBOR bytes cut into
+    CHUNK_BYTES pieces, one `checkpoint_chunk` each, then the `checkpoint`
+    receipt that signs their number, size and SHA-256, where the first chunk
+    lies (`first_seq`) and the witnessed length then. An iterator of the
+    appends, made as they are taken (the digest is summed a piece at a time),
+    so that a writer can spread them over its batches."""
+
+    def __init__(self, data: bytes, first_seq: int, witnessed_length: int, witness_key_id: bytes | None) -> None:
+        self._data, self._at, self._index, self._hash = data, 0, 0, hashlib.sha256()
+        self.first_seq, self._witness = first_seq, (witnessed_length, witness_key_id)
+        self.done = False
+
+    def __iter__(self) -> Iterator[Prepared]:
+        return self
+
+    def __next__(self) -> Prepared:
+        if self.done:
+            raise StopIteration
+        data = self._data
+        if self._index == 0 or self._at < len(data):
+            piece = data[self._at:self._at + CHUNK_BYTES]
+            self._hash.update(piece)
+            item = prepare(CHECKPOINT_CHUNK, {"index": self._index, "data": piece}, internal=True)
+            self._at, self._index = self._at + len(piece), self._index + 1
+            return item
+        self.done = True
+        length, key_id = self._witness
+        return prepare(CHECKPOINT, {"chunks": self._index, "size": len(data), "digest": self._hash.digest(),
+                                    "first_chunk": self.first_seq, "witnessed_length": length,
+                                    "witness_key_id": key_id}, internal=True)
+
+    @property
+    def last(self) -> bool:
+        """The next append is the checkpoint receipt itself."""
+        return not self.done and self._index > 0 and self._at >= len(self._data)
 
 
 def accepted(loss: Loss) -> Prepared:
@@ -247,21 +288,16 @@ class Steward:
     def checkpoint(self, snapshot: Any) -> Receipt:
         """Sign the caller's state snapshot at this point (see docs/LEDGER.md);
         the checkpoint receipt, after its chunks."""
-        return self.commit(self.prepare_checkpoint(snapshot))[-1]
+        return self.commit(list(self.prepare_checkpoint(snapshot, self._signed_length)))[-1]
 
-    def prepare_checkpoint(self, snapshot: Any) -> list[Prepared]:
-        """A checkpoint of `snapshot`, to be appended, in this order and with
-        nothing between, right after the receipts it covers: the snapshot's
-        det-CBOR bytes in CHUNK_BYTES pieces, then the checkpoint receipt that
-        signs their number, size and SHA-256 (docs/LEDGER.md §9). However
-        large the state, no receipt passes the core cap."""
-        data = dcbor.encode(snapshot, limit=None)
-        chunks = [data[at:at + CHUNK_BYTES] for at in range(0, len(data), CHUNK_BYTES)]
+    def prepare_checkpoint(self, snapshot: Any, first_seq: int) -> Checkpoint:
+        """A checkpoint of `snapshot`, the state after the receipts before
+        `first_seq`, where its first chunk is to be appended: its chunks, then
+        the checkpoint receipt (docs/LEDGER.md §9), in this order, with other
+        receipts between them or not."""
         seen = self._witness
-        body = {"chunks": len(chunks), "size": len(data), "digest": hashlib.sha256(data).digest(),
-                "witnessed_length": seen.length if seen else 0, "witness_key_id": seen.key_id if seen else None}
-        return [*(prepare(CHECKPOINT_CHUNK, {"index": i, "data": chunk}, internal=True)
-                  for i, chunk in enumerate(chunks)), prepare(CHECKPOINT, body, internal=True)]
+        return Checkpoint(dcbor.encode(snapshot, limit=None), first_seq,
+                          seen.length if seen else 0, seen.key_id if seen else None)
 
     # -- the Merkle tree (merkle.py, index.py) -------------------------------
 
@@ -365,7 +401,10 @@ def _checkpoint_anchor(store: Store, key: SigningKey, folder: Folder) -> Anchor 
         if type(chunks) is not int or not (chunks == 0 if "state" in body else 1 <= chunks < at):
             return None
         if chunks:   # resume from the first chunk: the chain from there covers them all
-            at -= chunks
+            first = body.get("first_chunk", at - chunks)   # without it (the second format): right before
+            if type(first) is not int or not 1 <= first <= at - chunks:
+                return None
+            at = first
             _, prev = receipts.read_core(cose.parse_whole(next(store.read(at, at + 1))).payload)
     except (dcbor.DcborError, receipts.ReceiptError):
         return None     # the full verification will say what is wrong with it

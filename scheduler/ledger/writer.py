@@ -5,7 +5,8 @@ then waits. One drain task takes everything queued as a batch, signs it in one
 thread and stores it as one transaction in another, and resolves each future
 only after its batch is durable. Batches are signed and stored in order; the
 next batch is signed while the previous one is being stored, so signing does
-not wait for the disk.
+not wait for the disk. A checkpoint goes a piece to a batch (submit_checkpoint),
+so that however large the state, no append waits behind all of it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from scheduler.ledger.keys import PublicKey
 from scheduler.ledger.receipts import Receipt
-from scheduler.ledger.steward import Prepared, Steward, prepare
+from scheduler.ledger.steward import Checkpoint, Prepared, Steward, prepare
 
 
 class GroupCommitWriter:
@@ -30,6 +31,9 @@ class GroupCommitWriter:
         # the seq the next queued append will get: known when queued, since this
         # writer is the ledger's only way in while it runs
         self.next_seq = steward.length
+        self.last: asyncio.Future | None = None   # the append queued last: when it is durable, all are
+        self._checkpoint: tuple[Checkpoint, asyncio.Future] | None = None   # one being written, and its future
+        self._piece: asyncio.Future | None = None   # its chunk queued last
 
     def submit(self, kind: str, body: dict, time_ns: int | None = None, actor: str | None = None
                ) -> asyncio.Future:
@@ -45,18 +49,54 @@ class GroupCommitWriter:
         return None if item is None else self.enqueue(item)
 
     def submit_checkpoint(self, snapshot: object) -> asyncio.Future:
-        """Queue a checkpoint (its chunks, then its receipt) of the state that the
-        receipts queued so far lead to; the future is the checkpoint receipt's."""
-        return [self.enqueue(item) for item in self.steward.prepare_checkpoint(snapshot)][-1]
+        """Begin a checkpoint of the state that the receipts queued so far lead
+        to: its first chunk is queued now, right behind them; the other chunks
+        and then the checkpoint receipt go one to a batch, after whatever was
+        queued before each batch was taken (docs/LEDGER.md §7), so that no
+        append waits behind the whole checkpoint. The future is the checkpoint
+        receipt's. RuntimeError while another checkpoint is being written."""
+        if self._checkpoint is not None:
+            raise RuntimeError("a checkpoint is being written already")
+        checkpoint = self.steward.prepare_checkpoint(snapshot, self.next_seq)
+        done = asyncio.get_running_loop().create_future()
+        self._checkpoint = (checkpoint, done)
+        self._next_piece()
+        return done
 
-    def enqueue(self, item: Prepared) -> asyncio.Future:
+    @property
+    def checkpointing(self) -> bool:
+        """A checkpoint's chunks are still being written."""
+        return self._checkpoint is not None
+
+    def enqueue(self, item: Prepared, future: asyncio.Future | None = None) -> asyncio.Future:
         """Queue an append already prepared (steward.prepare), like submit."""
         self.next_seq += 1
-        future = asyncio.get_running_loop().create_future()
+        future = future or asyncio.get_running_loop().create_future()
+        self.last = future
         self._queue.append((item, future))
         if self._drain is None:
             self._drain = asyncio.create_task(self._drain_queue())
         return future
+
+    def _next_piece(self) -> None:
+        """Queue the checkpoint's next append once the one before is durable:
+        one piece in flight at a time, so an append queued meanwhile waits for
+        one piece's store at most. The last append gets the checkpoint's
+        future; a piece that could not be stored fails it, and ends it."""
+        checkpoint, done = self._checkpoint
+        piece = self._piece
+        if piece is not None and not piece.done():
+            return
+        if piece is not None and (piece.cancelled() or piece.exception() is not None):
+            self._checkpoint = self._piece = None
+            done.set_exception(piece.exception() if not piece.cancelled() else asyncio.CancelledError())
+            return
+        item = next(checkpoint)
+        if checkpoint.done:
+            self._checkpoint = self._piece = None
+            self.enqueue(item, done)
+        else:
+            self._piece = self.enqueue(item)
 
     async def append(self, kind: str, body: dict, time_ns: int | None = None) -> Receipt:
         return await self.submit(kind, body, time_ns)
@@ -66,6 +106,8 @@ class GroupCommitWriter:
         stored: asyncio.Future | None = None   # the previous batch's store
         try:
             while True:
+                if self._checkpoint is not None:   # one piece a batch, after what was queued before it
+                    self._next_piece()
                 if not self._queue:
                     if stored is None or stored.done():
                         break   # nothing queued, nothing in flight: no await until finally

@@ -93,7 +93,6 @@ class Engine:
         self.witness_keys: frozenset = frozenset()   # trusted witnesses' PublicKeys ([ledger] witness_keys)
         self._committed = self._view(0)       # what reads serve (committed.py)
         self._listeners: list[Callable[[Change], None]] = []
-        self._last: asyncio.Future | None = None   # the receipts queued last, all durable when it is
         # metrics hooks: each event as it is committed (with a state where the event's
         # claims are as it left them), each refused request by its code
         self.on_event: Callable[[ClusterState, Event], None] = lambda state, event: None
@@ -225,13 +224,11 @@ class Engine:
             self.occupancies.record(latest.kernel, (host,), latest.occupancy_seq[host])
         if futures:
             self.on_receipts(who, len(futures))
-        checkpoint_due = self._checkpoint(len(futures))
-        if checkpoint_due is not None:
-            futures.append(checkpoint_due)
-        if futures:
-            self._last = futures[-1]
-        elif self._last is not None:
-            futures = [self._last]   # nothing new: published once what is in flight is durable
+        self._checkpoint(len(futures))
+        if writer.last is not None and (not futures or futures[-1] is not writer.last):
+            # what the writer queued last: a checkpoint's chunk after these receipts, or, with
+            # nothing new, what is in flight; the view below counts it, so it is published after it
+            futures.append(writer.last)
         view, change = self._view(writer.next_seq), Change(frozenset(claims), frozenset(workers), now_ns,
                                                              tuple(kinds.items()))
         durable = asyncio.gather(*futures)
@@ -277,24 +274,36 @@ class Engine:
         await self.durable()
         return acked
 
-    def _checkpoint(self, appended: int) -> asyncio.Future | None:
-        """Every `checkpoint_every` receipts, compact the state and queue a
-        checkpoint of it right behind the receipts it covers (in chunks: any
-        size fits). One that cannot be encoded is skipped, and start-up then
-        replays from further back."""
+    def _checkpoint(self, appended: int) -> None:
+        """Every `checkpoint_every` receipts, compact the state and begin a
+        checkpoint of it right behind the receipts it covers; the writer
+        spreads its chunks over the batches that follow (writer.py), and no
+        call waits for it. Another one is begun only once it is written. One
+        that cannot be encoded is skipped, and start-up then replays from
+        further back; one that cannot be stored stops the ledger, as any
+        append does."""
         self._since_checkpoint += appended
         self._since_kept += appended
         if self.checkpoint_every and self._since_kept >= KEEP_EVERY:
             self._keep_due.set()
-        if not self.checkpoint_every or self._since_checkpoint < self.checkpoint_every:
-            return None
+        if not self.checkpoint_every or self._since_checkpoint < self.checkpoint_every \
+                or self.writer.checkpointing:
+            return
         self._since_checkpoint = 0
         self._latest = service_state.compact(self._latest)
         try:
-            return self.writer.submit_checkpoint(self.snapshot())
+            written = self.writer.submit_checkpoint(self.snapshot())
         except DcborError as exc:
             log.warning("checkpoint skipped: %s", exc)
-            return None
+            return
+        written.add_done_callback(self._checkpoint_written)
+
+    def _checkpoint_written(self, written: asyncio.Future) -> None:
+        error = None if written.cancelled() else written.exception()
+        if error is not None and self.failed is None:
+            self.failed = error
+            log.critical("%s: ledger append failed (a checkpoint's chunk); memory is ahead of the ledger, "
+                         "stopping: %s", getattr(error, "code", "LEDGER_UNAVAILABLE"), error)
 
     async def keep_encoded(self, chunk: int = KEEP_CHUNK) -> None:
         """Between calls, for as long as it runs (main.py, once serving): the

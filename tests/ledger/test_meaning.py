@@ -188,14 +188,15 @@ def test_a_chunked_checkpoint_written_by_the_steward_verifies(memory_store, stew
     from scheduler.ledger.steward import Steward
     steward = Steward.open(memory_store, steward_key)
     steward.append("m", {})
-    steward.checkpoint({"big": bytes(5 << 20)})   # two chunks
+    from scheduler.ledger.steward import CHUNK_BYTES
+    steward.checkpoint({"big": bytes(CHUNK_BYTES + 100)})   # two chunks
     steward.append("m", {})
     report = verify(memory_store.read(), steward_key.public, workers=1)
     assert report.valid and report.length == 6, report
 
 
 @pytest.mark.parametrize("forged, at, needle", [
-    (_chunked(chunks=3), 4, "3 chunks signed, 2 right before it"),
+    (_chunked(chunks=3), 4, "3 chunks signed, 2 in the run before it"),
     (_chunked(digest=b"d" * 32), 4, "not the size and SHA-256 it signs"),
     (_chunked(indexes=(0, 2)), 3, "index 2 follows 1 chunks"),
     ([("checkpoint_chunk", {"index": 0, "data": "text"})], 2, "checkpoint_chunk: index is not a count"),
@@ -208,3 +209,29 @@ def test_a_checkpoint_whose_chunks_do_not_add_up_is_refused(build, steward_key, 
 def test_chunks_a_crash_left_without_their_checkpoint_are_not_a_fault(build, steward_key):
     stream = build(filler(1) + _chunked()[:1] + filler(1) + _chunked() + filler(1))
     assert check(stream, steward_key.public).valid
+
+
+def _spread(first_chunk, between=1):
+    """Two chunks with other receipts between and after them, and their
+    checkpoint naming where the first lies (the third format, §9)."""
+    chunk0, chunk1, (kind, body) = _chunked()
+    return [chunk0, *filler(between), chunk1, *filler(between), (kind, {**body, "first_chunk": first_chunk})]
+
+
+def test_a_checkpoint_whose_chunks_lie_among_other_receipts_verifies(build, steward_key):
+    """docs/LEDGER.md §9: the chunks of a checkpoint with `first_chunk` are the
+    run from that seq on, whatever lies between them."""
+    assert check(build(filler(1) + _spread(first_chunk=2) + filler(1)), steward_key.public).valid
+
+
+@pytest.mark.parametrize("forged, at, needle", [
+    (_spread(first_chunk=3), 6, "its chunks begin at seq 2, not from seq 3"),
+    (_spread(first_chunk=1), 6, "its chunks begin at seq 2, not from seq 1"),
+    (_spread(first_chunk=5), 6, "first_chunk 5 is not a seq with its 2 chunks before it"),
+    (_chunked()[:2] + filler(1) + _chunked()[2:], 5, "its chunks begin at seq 2, not right before it"),
+])
+def test_a_checkpoint_that_misplaces_its_chunks_is_refused(build, steward_key, forged, at, needle):
+    """A checkpoint names where its run of chunks begins (without first_chunk,
+    the second format: right before it), and a verifier holds it to that."""
+    report = check(build(filler(1) + forged + filler(1)), steward_key.public)
+    assert (report.reason, report.first_bad_index) == ("body", at) and needle in report.detail, report

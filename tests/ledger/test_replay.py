@@ -1,13 +1,17 @@
 """Replay: the state after any sequence of appends equals the state replayed from
 the ledger; checkpoints let start-up verify only the tail."""
 
+import asyncio
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler.ledger import dcbor, keys, receipts, witness
-from scheduler.ledger.fold import CheckpointMismatch, Fold, replay
+from scheduler.ledger import cose, dcbor, keys, receipts, witness
+from scheduler.ledger import steward as steward_module
+from scheduler.ledger.fold import CheckpointMismatch, Fold, Folder, replay
 from scheduler.ledger.steward import Steward, open_ledger
+from scheduler.ledger.writer import GroupCommitWriter
 from scheduler.ledger.verify import LedgerInvalid, verify
 
 
@@ -120,11 +124,12 @@ def test_a_checkpoint_larger_than_the_core_cap_is_chunked_and_restored(memory_st
     big = {"a": 1, "a/open": 1, "blob": [bytes(1 << 20)] * 9}   # over the 8 MiB cap of one core
     head = steward.checkpoint(big)
     kinds = [kind for kind, _ in memory_store.rows]
-    assert kinds[2:] == ["checkpoint_chunk"] * 3 + ["checkpoint"]
     size = len(dcbor.encode(big, limit=None))
-    assert head.entry.body["chunks"] == 3 and head.entry.body["size"] == size > dcbor.MAX_BYTES
+    chunks = -(-size // CHUNK_BYTES)
+    assert kinds[2:] == ["checkpoint_chunk"] * chunks + ["checkpoint"]
+    assert head.entry.body["chunks"] == chunks and head.entry.body["size"] == size > dcbor.MAX_BYTES
+    assert head.entry.body["first_chunk"] == 2
     assert all(len(r) < dcbor.MAX_BYTES for _, r in memory_store.rows)
-    assert CHUNK_BYTES * 2 < size <= CHUNK_BYTES * 3
     steward.append("claim.admitted", {"tenant": "b", "uj": 2})
     _tamper(memory_store, 1)   # before the checkpoint's first chunk: start-up does not look
     restored = Steward.open(memory_store, steward_key, Fold(apply, {}, restore=dict))
@@ -133,9 +138,91 @@ def test_a_checkpoint_larger_than_the_core_cap_is_chunked_and_restored(memory_st
 
 def test_chunks_that_are_not_what_the_checkpoint_signs_stop_start_up(memory_store, steward_key):
     steward = Steward.open(memory_store, steward_key)
-    wrong_chunk, head = steward.prepare_checkpoint({"a": 1})[0], steward.prepare_checkpoint({"a": 2})[-1]
+    wrong_chunk, head = list(steward.prepare_checkpoint({"a": 1}, 1))[0], list(steward.prepare_checkpoint({"a": 2}, 1))[-1]
     steward.commit([wrong_chunk, head])   # a steward that signed chunks of another state
     report = verify(memory_store.read(), steward_key.public)   # well signed and chained, and wrong:
     assert (report.reason, report.first_bad_index, report.signatures_ok, report.chain_ok) == ("body", 2, True, True)
     with pytest.raises(LedgerInvalid, match=r"receipt 2: body: checkpoint: its chunks' 4 bytes are not the size and SHA-256"):
         Steward.open(memory_store, steward_key, Fold(apply, {}, restore=dict))
+
+
+def compact(state: dict) -> dict:
+    """A stand-in for the scheduler's compaction: tenants with nothing open are dropped."""
+    return {k: v for k, v in state.items() if not (k.endswith("/open") and v == 0) and state.get(f"{k}/open") != 0}
+
+
+SPREAD = Fold(apply, {}, restore=dict, snapshot=dict, compact=compact)
+spread_ops = st.lists(st.one_of(
+    st.tuples(st.sampled_from(["claim.admitted", "claim.released"]), st.sampled_from(["a", "b"]),
+              st.integers(0, 10**6)),
+    st.just(("begin", "", 0)), st.just(("piece", "", 0))), max_size=40)
+
+
+@given(ops=spread_ops)
+def test_a_checkpoint_spread_among_later_receipts_restores_the_state_it_was_taken_at(new_memory_store, ops):
+    """docs/LEDGER.md §9: a checkpoint holds the state before its first chunk,
+    compacted there; its other chunks and its receipt come later, among other
+    receipts, and a checkpoint a crash left unfinished is compacted at too.
+    Start-up from the last checkpoint, a full replay and the audit of every
+    checkpoint all end at the live state."""
+    store, key = new_memory_store(), keys.generate()
+    steward, state, writing = Steward.open(store, key), {}, None
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(steward_module, "CHUNK_BYTES", 4)   # several chunks for any state
+        for kind, tenant, uj in ops:
+            if kind == "begin" and writing is None:
+                state = compact(state)
+                writing = steward.prepare_checkpoint(dict(state), steward.length)
+                steward.commit([next(writing)])
+            elif kind == "piece" and writing is not None:
+                steward.commit([next(writing)])
+                writing = None if writing.done else writing
+            elif kind not in ("begin", "piece"):
+                state = apply(state, steward.append(kind, {"tenant": tenant, "uj": uj}).entry)
+    assert replay(store, apply, {}, key=key.public, workers=1) is not None
+    folded = Folder(SPREAD)
+    assert verify(store.read(), key.public, on_entry=folded, workers=1).valid and folded.state == state
+    assert Steward.open(store, key, SPREAD, workers=1).state == state
+
+
+def test_the_writer_spreads_a_checkpoint_so_later_appends_do_not_wait_for_it(tmp_path, steward_key, monkeypatch):
+    """An append queued after a checkpoint began is durable before the
+    checkpoint is, with chunks before and after it; one chunk is in flight at
+    a time; start-up resumes from the checkpoint to the state a replay gives."""
+    monkeypatch.setattr(steward_module, "CHUNK_BYTES", 64)
+    steward = open_ledger(tmp_path / "l.db", steward_key)
+    writer = GroupCommitWriter(steward)
+    state = {"a": 5, "a/open": 1, "blob": bytes(1000)}   # 16 chunks
+    batches, real_store = [], steward.store
+    steward.store = lambda made: batches.append(sum(r.entry.kind == "checkpoint_chunk" for r in made)) \
+        or real_store(made)
+    order = []
+
+    async def main():
+        first = writer.submit("claim.admitted", {"tenant": "a", "uj": 5})
+        written = writer.submit_checkpoint(state)
+        assert writer.checkpointing
+        with pytest.raises(RuntimeError):
+            writer.submit_checkpoint(state)
+        later = [writer.submit("claim.admitted", {"tenant": "b", "uj": n}) for n in range(3)]
+        for future, name in ((first, "first"), (written, "checkpoint"), *((f, "later") for f in later)):
+            future.add_done_callback(lambda _, name=name: order.append(name))
+        await asyncio.gather(first, *later)
+        assert "checkpoint" not in order, "the appends after it did not wait for the whole checkpoint"
+        receipt = await written
+        await writer.close()
+        return receipt
+
+    receipt = asyncio.run(main())
+    assert not writer.checkpointing and order[-1] == "checkpoint"
+    assert max(batches) == 1, "one chunk a batch"
+    kinds = [receipts.read_core(cose.parse_whole(raw).payload)[0].kind for raw in steward.read()]
+    chunk_seqs = [seq for seq, kind in enumerate(kinds) if kind == "checkpoint_chunk"]
+    assert receipt.entry.body["first_chunk"] == chunk_seqs[0] == 2 and len(chunk_seqs) == 16
+    assert chunk_seqs != list(range(2, 18)), "other receipts lie among the chunks"
+    steward.close()
+    fold = Fold(apply, {"blob": bytes(1000)}, restore=dict)
+    resumed = open_ledger(tmp_path / "l.db", steward_key, fold)
+    assert resumed.state == {**state, "b": 3, "b/open": 3}
+    assert replay(resumed.read(), apply, {"blob": bytes(1000)}, workers=1) == resumed.state
+    resumed.close()
