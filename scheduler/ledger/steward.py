@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from scheduler.ledger import cose, dcbor, merkle, note, receipts, witness
+from scheduler.ledger.bodies import CheckpointRun
 from scheduler.ledger.index import claim_of
 from scheduler.ledger.fold import Fold, Folder
 from scheduler.ledger.keys import PublicKey, SigningKey
@@ -120,6 +121,7 @@ class Steward:
                  folder: Folder | None = None) -> None:
         self._store, self._key, self.state = store, key, state
         self._folder = folder
+        self._run = CheckpointRun()   # a checkpoint's chunks seen by the last verification (follow)
         self._lock, self._sign_lock = threading.Lock(), threading.Lock()
         self._length, self._head, self.ledger_id = report.length, report.head, report.ledger_id
         self._signed_length, self._signed_head = self._length, self._head
@@ -155,11 +157,13 @@ class Steward:
         anchor = _checkpoint_anchor(store, key, folder)
         start = anchor.index if anchor else 0
         statements: list[bytes] = []
+        run = CheckpointRun()
         report = verify(store.read(start), key.public, on_entry=_noting(statements, folder), workers=workers,
-                        anchor=anchor, fetch=lambda i: next(store.read(i, i + 1)), tree=store.tree_node)
+                        anchor=anchor, fetch=lambda i: next(store.read(i, i + 1)), tree=store.tree_node, run=run)
         if not report.valid:
             raise LedgerInvalid(report)
         steward = cls(store, key, report, folder.state, folder)
+        steward._run = run   # the chunks of a checkpoint being written when the store was read, for follow
         steward._statements.update(map(_statement_key, statements))
         if loss is not None and (loss.length or not loss.unreadable):   # (an empty store: nothing to say)
             steward.commit([accepted(loss)])
@@ -183,7 +187,7 @@ class Steward:
             report = verify(self._store.read(self._length), self._key.public,
                             on_entry=_noting(statements, self._folder),
                             workers=1, anchor=anchor, fetch=lambda i: next(self._store.read(i, i + 1)),
-                            tree=self._store.tree_node)
+                            tree=self._store.tree_node, run=self._run)
             if not report.valid:
                 raise LedgerInvalid(report)
             self._statements.update(map(_statement_key, statements))

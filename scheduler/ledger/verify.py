@@ -165,11 +165,12 @@ class Verifier:
 
     def __init__(self, key: PublicKey | None = None, anchor: Anchor | None = None,
                  fetch: Callable[[int], bytes] | None = None, bodies: BodyCheck | None = None,
-                 tree: merkle.Node | None = None, follows: Sequential | None = None) -> None:
+                 tree: merkle.Node | None = None, follows: Sequential | None = None,
+                 run: CheckpointRun | None = None) -> None:
         self.key = key
         self.bodies = bodies
         self.follows = follows or Sequential()
-        self._run = CheckpointRun()
+        self._run = run or CheckpointRun()
         self.index = anchor.index if anchor else 0
         self.start = self.index
         self._prev = anchor.prev if anchor else ZERO_HASH
@@ -349,14 +350,17 @@ def verify(receipts: Iterable[bytes], key: PublicKey | None = None, *,
            witness_files: Iterable[bytes] = (), on_entry: Callable[[Entry], None] | None = None,
            workers: int | None = None, anchor: Anchor | None = None,
            fetch: Callable[[int], bytes] | None = None, bodies: BodyCheck | None = None,
-           tree: merkle.Node | None = None, follows: Sequential | None = None) -> Report:
+           tree: merkle.Node | None = None, follows: Sequential | None = None,
+           run: CheckpointRun | None = None) -> Report:
     """Verify a stream; `on_entry` sees each entry in order until the first fault.
     Without `key`, the genesis receipt names the steward. The ledger's own kinds'
     bodies are always checked; `bodies` (a module-level function: it travels
     to the workers) checks the caller's. Past _PARALLEL_FROM receipts, each
-    receipt's own checks run in `workers` processes."""
+    receipt's own checks run in `workers` processes. `run`: the checkpoint
+    chunks seen so far, kept by a caller that verifies a ledger a tail at a
+    time (a standby), since a checkpoint's chunks may span its tails."""
     workers = (os.cpu_count() or 1) if workers is None else workers
-    verifier = Verifier(key, anchor, fetch, bodies, tree, follows)
+    verifier = Verifier(key, anchor, fetch, bodies, tree, follows, run)
     deliver = on_entry or (lambda entry: None)
     batches = _batches(receipts)
     for batch in batches:

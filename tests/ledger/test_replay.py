@@ -226,3 +226,26 @@ def test_the_writer_spreads_a_checkpoint_so_later_appends_do_not_wait_for_it(tmp
     assert resumed.state == {**state, "b": 3, "b/open": 3}
     assert replay(resumed.read(), apply, {"blob": bytes(1000)}, workers=1) == resumed.state
     resumed.close()
+
+
+def test_a_standby_follows_a_checkpoint_whose_chunks_span_its_reads(tmp_path, steward_key, monkeypatch):
+    """A standby verifies the leader's tail a read at a time (Steward.follow);
+    a spread checkpoint's chunks span several reads, and its run is carried
+    from one to the next. It compacts where the leader took the checkpoint."""
+    monkeypatch.setattr(steward_module, "CHUNK_BYTES", 8)
+    from scheduler.ledger.sqlite import SqliteStore
+    fold = Fold(apply, {}, restore=dict, compact=compact)
+    leader = open_ledger(tmp_path / "l.db", steward_key)
+    standby = Steward.open(SqliteStore(tmp_path / "l.db"), steward_key, fold)
+    state = apply({}, leader.append("claim.admitted", {"tenant": "a", "uj": 5}).entry)
+    state = apply(state, leader.append("claim.released", {"tenant": "a", "uj": 5}).entry)
+    assert standby.follow() == 2
+    state = compact(state)
+    writing = leader.prepare_checkpoint(dict(state, pad="x" * 30), leader.length)
+    for n, piece in enumerate(writing):
+        leader.commit([piece])
+        state = apply(state, leader.append("claim.admitted", {"tenant": "b", "uj": n}).entry)
+        assert standby.follow() == 2
+    assert standby.state == state and "a" not in state
+    standby.close()
+    leader.close()
