@@ -19,7 +19,7 @@ principals added (target: within their budgets, docs/OPERATIONS.md
 
 The machine is shared: the ratios within one run are what count.
 
-Usage: .venv/bin/python bench/abuse.py [--seconds 60] [--honest-seconds 20]
+Usage: .venv/bin/python bench/abuse.py [--seconds 60] [--honest-seconds SECONDS]
 """
 
 from __future__ import annotations
@@ -408,7 +408,8 @@ def main() -> None:
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=60.0, help="the abuse phase (≥ 60 for the issue's soak)")
-    parser.add_argument("--honest-seconds", type=float, default=20.0)
+    parser.add_argument("--honest-seconds", type=float, help="the honest phase alone (default: as long as the "
+                        "abuse phase, so that both p99s are of as many calls and as likely to meet a rare event)")
     parser.add_argument("--log", type=Path, help="keep the scheduler's log here (PYTHONASYNCIODEBUG=1 makes it "
                                                  "name every event-loop step over 100 ms)")
     parser.add_argument("--backlog", type=int, default=BACKLOG, help="the abuser's tenant's admitted claims")
@@ -420,6 +421,7 @@ def main() -> None:
                         help="the abusive tenant's abuses to run, by name (watch, submit+release, progress, "
                              "submit-many, plan, list, malformed; comma-separated): which one costs what")
     args = parser.parse_args()
+    args.honest_seconds = args.honest_seconds or args.seconds
     with tempfile.TemporaryDirectory(prefix="pool-abuse-") as tmp:
         workdir = Path(tmp)
         pki = Pki(workdir / "pki", 0)
