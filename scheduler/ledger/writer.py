@@ -89,7 +89,10 @@ class GroupCommitWriter:
             return
         if piece is not None and (piece.cancelled() or piece.exception() is not None):
             self._checkpoint = self._piece = None
-            done.set_exception(piece.exception() if not piece.cancelled() else asyncio.CancelledError())
+            if piece.cancelled():
+                done.cancel()
+            else:
+                done.set_exception(piece.exception())
             return
         item = next(checkpoint)
         if checkpoint.done:

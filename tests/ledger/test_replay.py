@@ -249,3 +249,30 @@ def test_a_standby_follows_a_checkpoint_whose_chunks_span_its_reads(tmp_path, st
     assert standby.state == state and "a" not in state
     standby.close()
     leader.close()
+
+
+def test_a_chunk_that_cannot_be_stored_fails_its_checkpoint(tmp_path, steward_key, monkeypatch):
+    """The checkpoint's future carries the store's error, and no other chunk is written after it."""
+    from scheduler.ledger.store import StoreError
+    monkeypatch.setattr(steward_module, "CHUNK_BYTES", 64)
+    steward = open_ledger(tmp_path / "l.db", steward_key)
+    writer = GroupCommitWriter(steward)
+    real_store, indexes = steward.store, []
+
+    def store(made):
+        indexes.extend(r.entry.body["index"] for r in made if r.entry.kind == "checkpoint_chunk")
+        if any(r.entry.kind == "checkpoint_chunk" and r.entry.body["index"] == 2 for r in made):
+            raise StoreError("disk full")
+        real_store(made)
+    steward.store = store
+
+    async def main():
+        written = writer.submit_checkpoint({"blob": bytes(1000)})
+        with pytest.raises(StoreError, match="disk full"):
+            await written
+        assert not writer.checkpointing
+        await writer.close()
+
+    asyncio.run(main())
+    assert indexes == [0, 1, 2], "nothing of the checkpoint after the chunk that failed"
+    steward.close()

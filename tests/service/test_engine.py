@@ -319,6 +319,33 @@ def test_checkpoints_taken_while_kept_encodings_follow_between_calls_restore_the
     asyncio.run(run())
 
 
+def test_a_checkpoint_chunk_that_cannot_be_stored_stops_the_ledger(tmp_path, monkeypatch):
+    """No call waits for a spread checkpoint, so its failure is the engine's to
+    notice: memory is then ahead of the ledger, and the next commit is refused."""
+    from scheduler.ledger import steward as steward_module
+    from scheduler.ledger.store import StoreError
+    monkeypatch.setattr(steward_module, "CHUNK_BYTES", 64)
+
+    async def run() -> None:
+        engine, steward = opened(tmp_path / "ledger.sqlite", checkpoint_every=3)
+        real_store = steward.store
+
+        def store(made):
+            if any(r.entry.kind == "checkpoint_chunk" and r.entry.body["index"] == 1 for r in made):
+                raise StoreError("disk full")
+            real_store(made)
+        steward.store = store
+        await configured(engine)   # more than 3 receipts: a checkpoint begins behind them
+        await engine.writer.close()   # its chunks written, the one that fails included
+        await asyncio.sleep(0)   # its future's callbacks
+        assert isinstance(engine.failed, StoreError)
+        with pytest.raises(engine_module.LedgerFailed):
+            await submit(engine, ClaimSpec("x", "a", estimate_uj=10))
+        steward.close()
+
+    asyncio.run(run())
+
+
 class Aborted(Exception):
     def __init__(self, code, details: str) -> None:
         super().__init__(details)
