@@ -67,7 +67,7 @@ def prepare(kind: str, body: dict, time_ns: int | None = None, *, internal: bool
     return Prepared(kind, dcbor.normalize(body, BODY_DEPTH), time_ns, actor)
 
 
-class Checkpoint:
+class CheckpointPieces:
     """A checkpoint being written: its state's det-CBOR bytes cut into
     CHUNK_BYTES pieces, one `checkpoint_chunk` each, then the `checkpoint`
     receipt that signs their number, size and SHA-256, where the first chunk
@@ -98,11 +98,6 @@ class Checkpoint:
         return prepare(CHECKPOINT, {"chunks": self._index, "size": len(data), "digest": self._hash.digest(),
                                     "first_chunk": self.first_seq, "witnessed_length": length,
                                     "witness_key_id": key_id}, internal=True)
-
-    @property
-    def last(self) -> bool:
-        """The next append is the checkpoint receipt itself."""
-        return not self.done and self._index > 0 and self._at >= len(self._data)
 
 
 def accepted(loss: Loss) -> Prepared:
@@ -294,13 +289,13 @@ class Steward:
         the checkpoint receipt, after its chunks."""
         return self.commit(list(self.prepare_checkpoint(snapshot, self._signed_length)))[-1]
 
-    def prepare_checkpoint(self, snapshot: Any, first_seq: int) -> Checkpoint:
+    def prepare_checkpoint(self, snapshot: Any, first_seq: int) -> CheckpointPieces:
         """A checkpoint of `snapshot`, the state after the receipts before
         `first_seq`, where its first chunk is to be appended: its chunks, then
         the checkpoint receipt (docs/LEDGER.md §9), in this order, with other
         receipts between them or not."""
         seen = self._witness
-        return Checkpoint(dcbor.encode(snapshot, limit=None), first_seq,
+        return CheckpointPieces(dcbor.encode(snapshot, limit=None), first_seq,
                           seen.length if seen else 0, seen.key_id if seen else None)
 
     # -- the Merkle tree (merkle.py, index.py) -------------------------------

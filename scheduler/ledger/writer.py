@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from scheduler.ledger.keys import PublicKey
 from scheduler.ledger.receipts import Receipt
-from scheduler.ledger.steward import Checkpoint, Prepared, Steward, prepare
+from scheduler.ledger.steward import CheckpointPieces, Prepared, Steward, prepare
 
 
 class GroupCommitWriter:
@@ -32,7 +32,7 @@ class GroupCommitWriter:
         # writer is the ledger's only way in while it runs
         self.next_seq = steward.length
         self.last: asyncio.Future | None = None   # the append queued last: when it is durable, all are
-        self._checkpoint: tuple[Checkpoint, asyncio.Future] | None = None   # one being written, and its future
+        self._checkpoint: tuple[CheckpointPieces, asyncio.Future] | None = None   # one being written, and its future
         self._piece: asyncio.Future | None = None   # its chunk queued last
 
     def submit(self, kind: str, body: dict, time_ns: int | None = None, actor: str | None = None
