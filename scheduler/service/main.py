@@ -59,7 +59,7 @@ RECONNECT_GRACE_S = 30   # a host with no stream for this long (since start-up, 
 # allocations between young-generation collections (Python's default 700), and young collections
 # between collections of the middle generation (default 10): young ones in small doses, the middle one
 # as often as at (50,000, 20) before. At 50,000 the abuse soak (bench/abuse.py) saw a young collection
-# every ~12 s free 12,000-36,000 objects in cycles at once, 80-135 ms with the GIL held, and every call
+# every ~12 s free 12,000-36,000 objects in cycles at once, 74-135 ms with the GIL held, and every call
 # in flight waited; at 5,000 they come every second or so and take 10-20 ms (docs/BENCHMARKS.md).
 GC_THRESHOLD = 5_000
 GC_MIDDLE = 200
