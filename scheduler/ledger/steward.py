@@ -12,7 +12,7 @@ from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from scheduler.ledger import cose, dcbor, merkle, note, receipts, witness
+from scheduler.ledger import bodies, cose, dcbor, merkle, note, receipts, witness
 from scheduler.ledger.bodies import CheckpointRun
 from scheduler.ledger.index import claim_of
 from scheduler.ledger.fold import Fold, Folder
@@ -113,10 +113,11 @@ def accepted(loss: Loss) -> Prepared:
 
 class Steward:
     def __init__(self, store: Store, key: SigningKey, report: Report, state: Any,
-                 folder: Folder | None = None) -> None:
+                 folder: Folder | None = None, run: CheckpointRun | None = None) -> None:
         self._store, self._key, self.state = store, key, state
         self._folder = folder
-        self._run = CheckpointRun()   # a checkpoint's chunks seen by the last verification (follow)
+        # the chunks of a checkpoint being written as the last verification saw them: follow goes on from there
+        self._run = run or CheckpointRun()
         self._lock, self._sign_lock = threading.Lock(), threading.Lock()
         self._length, self._head, self.ledger_id = report.length, report.head, report.ledger_id
         self._signed_length, self._signed_head = self._length, self._head
@@ -157,8 +158,7 @@ class Steward:
                         anchor=anchor, fetch=lambda i: next(store.read(i, i + 1)), tree=store.tree_node, run=run)
         if not report.valid:
             raise LedgerInvalid(report)
-        steward = cls(store, key, report, folder.state, folder)
-        steward._run = run   # the chunks of a checkpoint being written when the store was read, for follow
+        steward = cls(store, key, report, folder.state, folder, run)
         steward._statements.update(map(_statement_key, statements))
         if loss is not None and (loss.length or not loss.unreadable):   # (an empty store: nothing to say)
             steward.commit([accepted(loss)])
@@ -394,16 +394,10 @@ def _checkpoint_anchor(store: Store, key: SigningKey, folder: Folder) -> Anchor 
     try:
         entry, prev = receipts.read_core(cose.parse_whole(next(store.read(at, at + 1))).payload)
         body = entry.body
-        if entry.kind != CHECKPOINT:
-            return None
-        chunks = 0 if "state" in body else body.get("chunks")   # "state": the first format, inline
-        if type(chunks) is not int or not (chunks == 0 if "state" in body else 1 <= chunks < at):
-            return None
-        if chunks:   # resume from the first chunk: the chain from there covers them all
-            first = body.get("first_chunk", at - chunks)   # without it (the second format): right before
-            if type(first) is not int or not 1 <= first <= at - chunks:
-                return None
-            at = first
+        if entry.kind != CHECKPOINT or entry.seq != at or bodies.checkpoint(entry) is not None:
+            return None     # the full verification will say what is wrong with it
+        if "state" not in body:   # chunked ("state": the first format, inline): resume from its first chunk
+            at = body.get("first_chunk", at - body["chunks"])   # without it (the second format): right before
             _, prev = receipts.read_core(cose.parse_whole(next(store.read(at, at + 1))).payload)
     except (dcbor.DcborError, receipts.ReceiptError):
         return None     # the full verification will say what is wrong with it

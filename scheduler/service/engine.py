@@ -242,10 +242,7 @@ class Engine:
         one reference), then tell the listeners."""
         error = done.exception()   # the gather is never cancelled: callers await it shielded
         if error is not None:
-            if self.failed is None:
-                self.failed = error
-                log.critical("%s: ledger append failed; memory is ahead of the ledger, stopping: %s",
-                             getattr(error, "code", "LEDGER_UNAVAILABLE"), error)
+            self._failed(error, "")
             return
         if view.length >= self._committed.length:   # always: commits become durable in queue order
             self._committed = view
@@ -300,10 +297,16 @@ class Engine:
 
     def _checkpoint_written(self, written: asyncio.Future) -> None:
         error = None if written.cancelled() else written.exception()
-        if error is not None and self.failed is None:
+        if error is not None:
+            self._failed(error, " (a checkpoint's chunk)")
+
+    def _failed(self, error: BaseException, what: str) -> None:
+        """An append could not be made durable: memory is ahead of the ledger,
+        and from now on every commit is refused (LedgerFailed)."""
+        if self.failed is None:
             self.failed = error
-            log.critical("%s: ledger append failed (a checkpoint's chunk); memory is ahead of the ledger, "
-                         "stopping: %s", getattr(error, "code", "LEDGER_UNAVAILABLE"), error)
+            log.critical("%s: ledger append failed%s; memory is ahead of the ledger, stopping: %s",
+                         getattr(error, "code", "LEDGER_UNAVAILABLE"), what, error)
 
     async def keep_encoded(self, chunk: int = KEEP_CHUNK) -> None:
         """Between calls, for as long as it runs (main.py, once serving): the
